@@ -1,0 +1,49 @@
+"""The only advisory-lock SQL in Mantle.
+
+Every lock is transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`,
+and keyed with the two-int form `(namespace, primary key)` so keys never collide across kinds.
+Lock order is team → workflow (workflows in id order), always; anything else can deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum
+
+from django.db import connection
+
+
+class Namespace(IntEnum):
+    TEAM = 1
+    WORKFLOW = 2
+    POLLER = 3
+    CRON = 4
+
+
+def _require_transaction() -> None:
+    if not connection.in_atomic_block:
+        raise RuntimeError("advisory locks must be taken inside transaction.atomic()")
+
+
+def _lock(namespace: Namespace, key: int) -> None:
+    _require_transaction()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [namespace, key])
+
+
+def lock_team(team_id: int) -> None:
+    _lock(Namespace.TEAM, team_id)
+
+
+def lock_workflows(workflow_ids: Iterable[int]) -> None:
+    """Lock workflows in id order (after their team's lock), so two lockers never deadlock."""
+    for workflow_id in sorted(set(workflow_ids)):
+        _lock(Namespace.WORKFLOW, workflow_id)
+
+
+def try_lock(namespace: Namespace, key: int = 0) -> bool:
+    """Non-blocking: True when this transaction now holds the lock (e.g. one poller at a time)."""
+    _require_transaction()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", [namespace, key])
+        return bool(cursor.fetchone()[0])

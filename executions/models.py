@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from teams.models import Team
+from workflows.models import WorkflowDefinition, WorkflowVersion
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued"
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+SLOT_HOLDING = (Status.PENDING, Status.RUNNING)
+TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+LIVE = (Status.QUEUED, *SLOT_HOLDING)
+
+
+class BlockedBy(models.TextChoices):
+    TEAM = "team"
+    WORKFLOW = "workflow"
+
+
+class Execution(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="executions")
+    workflow = models.ForeignKey(
+        WorkflowDefinition, on_delete=models.CASCADE, related_name="executions"
+    )
+    version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=10, choices=Status.choices)
+    inputs = models.JSONField(default=dict)
+    trigger = models.JSONField(default=dict)
+    forced = models.BooleanField(default=False)
+    blocked_by = models.CharField(max_length=8, choices=BlockedBy.choices, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    error = models.TextField(blank=True)
+    # statement_timestamp() of the insert, which runs after the advisory locks are held: admission
+    # order within a team, and so the FIFO order of the queue.
+    created_at = models.DateTimeField(db_default=Now())
+    queued_at = models.DateTimeField(null=True, blank=True)
+    promoted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # Slot holders: counted on every admission and promotion.
+            models.Index(
+                fields=["team", "workflow"],
+                name="execution_slot_holders",
+                condition=Q(status__in=SLOT_HOLDING),
+            ),
+            # The queue in FIFO order, per team and per workflow.
+            models.Index(
+                fields=["team", "created_at"],
+                name="execution_team_queue",
+                condition=Q(status=Status.QUEUED),
+            ),
+            models.Index(
+                fields=["workflow", "created_at"],
+                name="execution_workflow_queue",
+                condition=Q(status=Status.QUEUED),
+            ),
+            models.Index(fields=["team", "-created_at"], name="execution_team_recent"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "idempotency_key"],
+                name="execution_idempotency_key",
+                condition=Q(idempotency_key__isnull=False),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow.name} {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class StepExecution(models.Model):
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    fanout_index = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=StepStatus.choices)
+    attempt = models.PositiveIntegerField(default=1)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "name", "fanout_index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["execution", "name", "fanout_index"],
+                name="step_unique_branch",
+                nulls_distinct=False,
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["lease_expires_at"],
+                name="step_running_leases",
+                condition=Q(status=StepStatus.RUNNING),
+            )
+        ]
+
+    def __str__(self) -> str:
+        suffix = "" if self.fanout_index is None else f"[{self.fanout_index}]"
+        return f"{self.name}{suffix} ({self.status})"

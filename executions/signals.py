@@ -1,0 +1,34 @@
+"""Every terminal transition, by any path that saves the row, triggers promotion after commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+
+from executions import metrics, promotion
+from executions.models import TERMINAL, Execution
+
+
+@receiver(post_save, sender=Execution, dispatch_uid="promote_after_terminal")
+def promote_after_terminal(
+    sender: type[Execution], instance: Execution, update_fields: Any, **kwargs: Any
+) -> None:
+    if instance.status not in TERMINAL:
+        return
+    if update_fields is not None and "status" not in update_fields:
+        return
+    team_id = instance.team_id
+    labels = {
+        "team": instance.team.slug,
+        "workflow": instance.workflow.name,
+        "status": instance.status,
+    }
+
+    def after_commit() -> None:
+        metrics.count_terminal(**labels)
+        promotion.promote_team(team_id, trigger="completion")
+
+    transaction.on_commit(after_commit)

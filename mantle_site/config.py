@@ -1,0 +1,173 @@
+"""mantle.yaml → a typed, validated configuration (CONTRACT §2).
+
+Read from $MANTLE_CONFIG, else ./mantle.yaml. Every key is optional; `MANTLE_<SECTION>_<KEY>`
+environment variables override the file. An unknown key or a bad value raises ConfigError naming
+the key, which stops start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class ConfigError(Exception):
+    pass
+
+
+def parse_duration(value: object) -> float:
+    """`500ms`, `30s`, `5m`, `2h` or a plain number of seconds → seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration like 30s, got {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"expected a duration like 500ms, 30s, 5m or 2h, got {value!r}")
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"a duration must be positive, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_concurrent_executions_per_team: int = 0
+    queue_poll_interval: float = 30.0
+    step_lease: float = 60.0
+    reaper_interval: float = 30.0
+    workers: int = 4
+    broker: str = "orm"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    bind: str = "127.0.0.1:8000"
+    workers: int = 4
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+
+
+def _non_negative_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    return number
+
+
+def _positive_int(value: object) -> int:
+    number = _non_negative_int(value)
+    if number == 0:
+        raise ValueError("expected an integer >= 1, got 0")
+    return number
+
+
+def _bind(value: object) -> str:
+    host, sep, port = str(value).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected host:port, got {value!r}")
+    return str(value)
+
+
+def _broker(value: object) -> str:
+    text = str(value)
+    if text != "orm" and not text.startswith(("redis://", "rediss://")):
+        raise ValueError(f"expected 'orm' or a redis:// URL, got {value!r}")
+    return text
+
+
+def _url(value: object) -> str:
+    text = str(value)
+    if not text.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"expected a postgresql:// URL, got {value!r}")
+    return text
+
+
+_PARSERS: dict[str, dict[str, Any]] = {
+    "database": {"url": _url},
+    "engine": {
+        "max_concurrent_executions_per_team": _non_negative_int,
+        "queue_poll_interval": parse_duration,
+        "step_lease": parse_duration,
+        "reaper_interval": parse_duration,
+        "workers": _positive_int,
+        "broker": _broker,
+    },
+    "server": {"bind": _bind, "workers": _positive_int},
+}
+_SECTIONS = {"database": DatabaseConfig, "engine": EngineConfig, "server": ServerConfig}
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    return raw
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, dict[str, str]]:
+    overrides: dict[str, dict[str, str]] = {}
+    for section, keys in _PARSERS.items():
+        for key in keys:
+            name = f"MANTLE_{section}_{key}".upper()
+            if name in environ:
+                overrides.setdefault(section, {})[key] = environ[name]
+    return overrides
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    environ = dict(os.environ) if environ is None else environ
+    if path is None:
+        path = Path(environ.get("MANTLE_CONFIG", "mantle.yaml"))
+        if "MANTLE_CONFIG" in environ and not path.exists():
+            raise ConfigError(f"MANTLE_CONFIG points to {path}, which does not exist")
+    raw = _read_file(path) if path.exists() else {}
+    for section, values in _env_overrides(environ).items():
+        raw.setdefault(section, {})
+        if isinstance(raw[section], dict):
+            raw[section].update(values)
+
+    sections: dict[str, Any] = {}
+    for section, values in raw.items():
+        if section not in _PARSERS:
+            raise ConfigError(f"unknown key {section!r} in {path}")
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise ConfigError(f"{section}: must be a mapping")
+        parsed: dict[str, Any] = {}
+        for key, value in values.items():
+            parser = _PARSERS[section].get(key)
+            if parser is None:
+                raise ConfigError(f"unknown key '{section}.{key}'")
+            try:
+                parsed[key] = parser(value)
+            except ValueError as exc:
+                raise ConfigError(f"{section}.{key}: {exc}") from exc
+        sections[section] = dataclasses.replace(_SECTIONS[section](), **parsed)
+    return Config(**sections)

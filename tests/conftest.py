@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.conf import settings
+
+from teams.models import Team
+from teams.services import team_create
+from workflows.models import WorkflowDefinition
+from workflows.services import workflow_apply
+
+
+@pytest.fixture
+def engine_config() -> Iterator[Callable[..., None]]:
+    """Override `engine:` keys of the config for one test: engine_config(step_lease=1.0)."""
+    original = settings.MANTLE
+
+    def override(**values: object) -> None:
+        settings.MANTLE = dataclasses.replace(
+            original, engine=dataclasses.replace(original.engine, **values)
+        )
+
+    yield override
+    settings.MANTLE = original
+
+
+@pytest.fixture
+def make_team(db: None) -> Callable[..., Team]:
+    counter = iter(range(1, 1_000_000))
+
+    def make(slug: str | None = None, max_concurrent_executions: int | None = None) -> Team:
+        return team_create(
+            slug=slug or f"team-{next(counter)}",
+            max_concurrent_executions=max_concurrent_executions,
+        )
+
+    return make
+
+
+@pytest.fixture
+def team(make_team: Callable[..., Team]) -> Team:
+    return make_team("acme")
+
+
+def workflow_yaml(
+    name: str = "deploy",
+    *,
+    limit: int = 0,
+    on_limit: str = "queue",
+    steps: str = "  - name: only\n    action: test/noop\n",
+    extra: str = "",
+) -> str:
+    return (
+        f"name: {name}\nmax_parallel_executions: {limit}\non_limit: {on_limit}\n{extra}"
+        f"steps:\n{steps}"
+    )
+
+
+@pytest.fixture
+def make_workflow(db: None) -> Callable[..., WorkflowDefinition]:
+    def make(team: Team, name: str = "deploy", **kwargs: object) -> WorkflowDefinition:
+        return workflow_apply(team=team, content=workflow_yaml(name, **kwargs)).workflow  # type: ignore[arg-type]
+
+    return make

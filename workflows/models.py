@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from django.db import models
+
+from teams.models import Team
+
+
+class OnLimit(models.TextChoices):
+    QUEUE = "queue"
+    REJECT = "reject"
+
+
+class WorkflowDefinition(models.Model):
+    """A team's named workflow; its behaviour lives in its versions, the newest being current."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="workflows")
+    name = models.CharField(max_length=200)
+    current_version = models.ForeignKey(
+        "WorkflowVersion", null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="workflow_unique_name_per_team")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}/{self.name}"
+
+
+class WorkflowVersion(models.Model):
+    """An immutable version: the YAML as submitted, its parsed spec and its limits as columns."""
+
+    workflow = models.ForeignKey(
+        WorkflowDefinition, on_delete=models.CASCADE, related_name="versions"
+    )
+    number = models.PositiveIntegerField()
+    content = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    spec = models.JSONField()
+    max_parallel_executions = models.PositiveIntegerField(default=0)
+    on_limit = models.CharField(max_length=6, choices=OnLimit.choices, default=OnLimit.QUEUE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "number"], name="version_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} v{self.number}"

@@ -1,0 +1,59 @@
+"""Writes to workflows: apply a YAML document as a new version of a team's workflow."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from executions import locks, promotion
+from teams.models import Team
+from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.schema import SchemaError, WorkflowInvalid, parse_workflow
+
+
+@dataclass(frozen=True)
+class Applied:
+    workflow: WorkflowDefinition
+    version: WorkflowVersion
+    created: bool  # the workflow did not exist before
+    changed: bool  # a new version was written
+
+
+def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Applied:
+    """Validate and store `content` as the workflow's next version, unless it is unchanged.
+
+    Raises workflows.schema.WorkflowInvalid (nothing written). `name`, when given (the API path),
+    must match the document's name. A version whose limits are looser promotes what now fits.
+    """
+    spec = parse_workflow(content)
+    if name is not None and spec.name != name:
+        message = f"must be {name!r}, the name in the request path (got {spec.name!r})"
+        raise WorkflowInvalid([SchemaError(path="name", message=message, line=None)])
+    content_hash = hashlib.sha256(content.encode()).hexdigest()
+    with transaction.atomic():
+        workflow, created = WorkflowDefinition.objects.get_or_create(team=team, name=spec.name)
+        # Serialises concurrent applies of one workflow and orders them with admissions.
+        locks.lock_team(team.id)
+        locks.lock_workflows([workflow.id])
+        workflow.refresh_from_db(fields=["current_version"])
+        current = workflow.current_version
+        if current is not None and current.content_hash == content_hash:
+            return Applied(workflow=workflow, version=current, created=False, changed=False)
+        version = WorkflowVersion.objects.create(
+            workflow=workflow,
+            number=(current.number + 1) if current else 1,
+            content=content,
+            content_hash=content_hash,
+            spec=spec.to_dict(),
+            max_parallel_executions=spec.max_parallel_executions,
+            on_limit=spec.on_limit,
+        )
+        workflow.current_version = version
+        workflow.save(update_fields=["current_version"])
+        if current is not None and promotion.limit_loosened(
+            current.max_parallel_executions, version.max_parallel_executions
+        ):
+            transaction.on_commit(lambda: promotion.promote_team(team.id, trigger="limit_change"))
+    return Applied(workflow=workflow, version=version, created=created, changed=True)
