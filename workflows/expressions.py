@@ -1,0 +1,160 @@
+"""CEL expressions inside ``{{ … }}``: finding, compiling, evaluating and rendering them.
+
+Names in scope when a step runs: ``inputs``, ``steps`` (step name → ``{"output": …}``),
+``trigger``, ``item``, ``index`` and ``execution``.
+
+CEL is strict about types: ``1 + 2.0`` and ``inputs.count + 1`` with a float ``count`` are errors
+(no int/double coercion), and a missing map key is an error rather than ``null`` — use
+``has(inputs.x)`` or ``'x' in inputs`` to test for presence.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import re
+
+import cel
+
+# Non-greedy: "{{ a }} and {{ b }}" is two expressions. A CEL map literal may sit inside the
+# braces as long as it does not itself contain "}}" (write "{ 'a': {'b': 1} }" with a space).
+_EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+_PARSE_ERROR = re.compile(
+    r"Failed to parse expression .*?: ERROR: <input>:\d+:(\d+): (.*)", re.DOTALL
+)
+_CEL_TYPE_NAMES = {
+    bool: "bool",
+    int: "int",
+    float: "double",
+    str: "string",
+    bytes: "bytes",
+    list: "list",
+    dict: "map",
+    type(None): "null",
+}
+
+
+class ExpressionError(Exception):
+    """A CEL expression failed to compile or to evaluate."""
+
+    def __init__(self, *, expression: str, message: str) -> None:
+        super().__init__(f'expression "{expression}" failed: {message}')
+        self.expression = expression
+        self.message = message
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        # Keyword-only __init__ defeats the default exception pickling (tasks cross processes).
+        rebuild = functools.partial(type(self), expression=self.expression, message=self.message)
+        return rebuild, ()
+
+
+def find_expressions(value: object) -> list[str]:
+    """Return the source of every ``{{ … }}`` in a string, or in the values of dicts and lists."""
+    if isinstance(value, str):
+        return [match.group(1).strip() for match in _EXPRESSION.finditer(value)]
+    if isinstance(value, dict):
+        return [source for item in value.values() for source in find_expressions(item)]
+    if isinstance(value, list):
+        return [source for item in value for source in find_expressions(item)]
+    return []
+
+
+def sole_expression(text: str) -> str | None:
+    """The inner source when ``text`` is exactly one ``{{ … }}`` (whitespace around allowed)."""
+    matches = list(_EXPRESSION.finditer(text))
+    if len(matches) == 1 and matches[0].group(0) == text.strip():
+        return matches[0].group(1).strip()
+    return None
+
+
+def compile_expression(source: str) -> None:
+    """Raise ExpressionError when ``source`` (a bare CEL expression, no braces) does not parse."""
+    _program(source.strip())
+
+
+def evaluate(source: str, context: dict) -> object:
+    """Evaluate one bare CEL expression against ``context`` and return the native Python value."""
+    source = source.strip()
+    program = _program(source)
+    try:
+        return program.execute(context)
+    except KeyError as exc:
+        # The library raises a bare KeyError whose text is only the key.
+        raise ExpressionError(expression=source, message=f"no such key {exc.args[0]!r}") from None
+    except Exception as exc:  # the library raises Type/Value/Runtime/Index/ZeroDivision errors
+        raise ExpressionError(expression=source, message=str(exc)) from None
+
+
+def evaluate_condition(source: str, context: dict) -> bool:
+    """Evaluate a step's ``if``; anything but a boolean is an error, never coerced to truthy."""
+    result = evaluate(source, context)
+    if not isinstance(result, bool):
+        raise ExpressionError(
+            expression=source.strip(),
+            message=f"if must yield a boolean, got {_cel_type_name(result)}",
+        )
+    return result
+
+
+def render(value: object, context: dict) -> object:
+    """Render step params: evaluate every ``{{ … }}`` in strings, recursively in dicts and lists.
+
+    A string that is exactly one expression yields the raw value (a list stays a list); a string
+    with embedded expressions is interpolated. Dict keys and non-string scalars are left alone.
+    """
+    if isinstance(value, str):
+        return _render_string(value, context)
+    if isinstance(value, dict):
+        return {key: render(item, context) for key, item in value.items()}
+    if isinstance(value, list):
+        return [render(item, context) for item in value]
+    return value
+
+
+def _render_string(text: str, context: dict) -> object:
+    source = sole_expression(text)
+    if source is not None:
+        return evaluate(source, context)
+    return _EXPRESSION.sub(lambda match: _to_text(evaluate(match.group(1), context)), text)
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _cel_type_name(value: object) -> str:
+    return _CEL_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+@functools.lru_cache(maxsize=1024)
+def _program(source: str) -> cel.Program:
+    if not source:
+        raise ExpressionError(expression=source, message="empty expression")
+    try:
+        return cel.compile(source)
+    except ValueError as exc:
+        raise ExpressionError(expression=source, message=_parse_message(str(exc))) from None
+
+
+def _parse_message(raw: str) -> str:
+    """Shorten the library's parse error to one line: ``column 11: Syntax error: …``."""
+    match = _PARSE_ERROR.match(raw)
+    if match is None:
+        return raw.splitlines()[0] if raw else "invalid expression"
+    column, detail = match.groups()
+    return f"column {column}: {detail.splitlines()[0]}"
