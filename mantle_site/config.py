@@ -9,35 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+from workflows.schema import parse_duration
 
 
 class ConfigError(Exception):
     pass
-
-
-def parse_duration(value: object) -> float:
-    """`500ms`, `30s`, `5m`, `2h` or a plain number of seconds → seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a duration like 30s, got {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise ValueError(f"expected a duration like 500ms, 30s, 5m or 2h, got {value!r}")
-        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if seconds <= 0:
-        raise ValueError(f"a duration must be positive, got {value!r}")
-    return seconds
 
 
 @dataclass(frozen=True)

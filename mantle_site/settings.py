@@ -34,7 +34,10 @@ def _database(url: str) -> dict[str, object]:
     }
 
 
-DATABASE_URL = MANTLE.database.url or os.environ.get("DATABASE_URL") or embedded_db.ensure_running()
+DATABASE_URL = MANTLE.database.url or os.environ.get("DATABASE_URL")
+USES_EMBEDDED_DB = DATABASE_URL is None
+if DATABASE_URL is None:
+    DATABASE_URL = embedded_db.ensure_running()
 DATABASES = {"default": _database(DATABASE_URL)}
 
 
