@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from teams.models import Team
 from teams.services import team_create
@@ -24,6 +26,16 @@ def engine_config() -> Iterator[Callable[..., None]]:
 
     yield override
     settings.MANTLE = original
+
+
+@pytest.fixture
+def test_database_url(transactional_db: None) -> str:
+    """A URL of the test database, for subprocesses (`mantle …`, qcluster, gunicorn) to use as
+    DATABASE_URL. Only committed data is visible to them, hence transactional_db."""
+    params = connection.settings_dict
+    host = quote(params["HOST"] or "", safe="")
+    port = f":{params['PORT']}" if params["PORT"] else ""
+    return f"postgresql://{params['USER']}@{host}{port}/{params['NAME']}"
 
 
 @pytest.fixture

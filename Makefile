@@ -1,0 +1,37 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench install browser
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's Chromium for the dashboard's browser tests (browser downloads are not possible here).
+browser:
+	@command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium missing: the browser tests will be skipped (sudo apt-get install chromium)"; fi; }
+
+run: install
+	$(BIN)/mantle migrate --no-input
+	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
+	$(BIN)/mantle seed-demo
+	$(BIN)/mantle serve
+
+test: install browser
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	MANTLE_CONFIG=tests/mantle.yaml $(BIN)/pytest
+
+bench: install
+	$(BIN)/python -m bench

@@ -1,0 +1,27 @@
+"""`mantle cancel <id>`: exit 0 when cancelled, 1 when the execution is already terminal."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from executions.lifecycle import NotCancellable, cancel_execution
+from executions.models import Execution
+
+
+class Command(BaseCommand):
+    help = "Cancel a queued, pending or running execution."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("execution_id", type=uuid.UUID)
+
+    def handle(self, *args: Any, execution_id: uuid.UUID, **options: Any) -> None:
+        try:
+            cancel_execution(execution_id, reason="cancelled from the command line")
+        except Execution.DoesNotExist as exc:
+            raise CommandError(f"no execution {execution_id}", returncode=2) from exc
+        except NotCancellable as exc:
+            raise CommandError(f"not cancelled: {exc}", returncode=1) from exc
+        self.stdout.write(f"{execution_id} cancelled")

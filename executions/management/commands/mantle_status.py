@@ -1,0 +1,35 @@
+"""`mantle status <id>`: the execution's status word, then its steps."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from executions.admission import queue_position
+from executions.models import Execution, Status
+
+
+class Command(BaseCommand):
+    help = "Print an execution's status and its steps."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("execution_id", type=uuid.UUID)
+
+    def handle(self, *args: Any, execution_id: uuid.UUID, **options: Any) -> None:
+        try:
+            execution = Execution.objects.select_related("workflow").get(id=execution_id)
+        except Execution.DoesNotExist as exc:
+            raise CommandError(f"no execution {execution_id}", returncode=2) from exc
+        self.stdout.write(execution.status)
+        if execution.status == Status.QUEUED:
+            self.stdout.write(
+                f"queue position {queue_position(execution)}, blocked by {execution.blocked_by}"
+            )
+        if execution.error:
+            self.stdout.write(f"error: {execution.error}")
+        for step in execution.steps.order_by("created_at", "name", "fanout_index"):
+            branch = "" if step.fanout_index is None else f"[{step.fanout_index}]"
+            line = f"  {step.name}{branch}  {step.status}  attempt {step.attempt}"
+            self.stdout.write(line + (f"  {step.error}" if step.error else ""))
