@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mantle_site.config import ConfigError, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mantle.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_every_key_is_optional(tmp_path):
+    config = load_config(write(tmp_path, ""), environ={})
+    assert config.engine.max_concurrent_executions_per_team == 0
+    assert config.engine.queue_poll_interval == 30.0
+    assert config.server.bind == "127.0.0.1:8000"
+    assert config.database.url is None
+
+
+def test_it_reads_the_documented_keys(tmp_path):
+    path = write(
+        tmp_path,
+        "database:\n  url: postgresql://u@127.0.0.1:5432/m\n"
+        "engine:\n  max_concurrent_executions_per_team: 50\n  queue_poll_interval: 30s\n"
+        "  step_lease: 1m\n  reaper_interval: 500ms\nserver:\n  bind: 0.0.0.0:9000\n",
+    )
+    config = load_config(path, environ={})
+    assert config.database.url == "postgresql://u@127.0.0.1:5432/m"
+    assert config.engine.max_concurrent_executions_per_team == 50
+    assert (config.engine.step_lease, config.engine.reaper_interval) == (60.0, 0.5)
+    assert config.server.bind == "0.0.0.0:9000"
+
+
+def test_environment_variables_override_the_file(tmp_path):
+    path = write(tmp_path, "engine:\n  max_concurrent_executions_per_team: 50\n")
+    config = load_config(
+        path,
+        environ={
+            "MANTLE_ENGINE_MAX_CONCURRENT_EXECUTIONS_PER_TEAM": "7",
+            "MANTLE_SERVER_BIND": "127.0.0.1:9001",
+        },
+    )
+    assert config.engine.max_concurrent_executions_per_team == 7
+    assert config.server.bind == "127.0.0.1:9001"
+
+
+def test_mantle_config_names_the_file(tmp_path):
+    path = write(tmp_path, "engine:\n  step_lease: 5s\n")
+    assert load_config(environ={"MANTLE_CONFIG": str(path)}).engine.step_lease == 5.0
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(environ={"MANTLE_CONFIG": str(tmp_path / "missing.yaml")})
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("engine:\n  max_concurent: 5\n", "engine.max_concurent"),
+        ("engin:\n  step_lease: 5s\n", "engin"),
+        (
+            "engine:\n  max_concurrent_executions_per_team: -1\n",
+            "max_concurrent_executions_per_team",
+        ),
+        (
+            "engine:\n  max_concurrent_executions_per_team: lots\n",
+            "max_concurrent_executions_per_team",
+        ),
+        ("engine:\n  queue_poll_interval: soon\n", "engine.queue_poll_interval"),
+        ("server:\n  bind: localhost\n", "server.bind"),
+        ("database:\n  url: mysql://x\n", "database.url"),
+        ("engine: 5\n", "engine"),
+    ],
+)
+def test_a_bad_key_or_value_names_the_key(tmp_path, text, named):
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        load_config(write(tmp_path, text), environ={})
+
+
+def test_a_bad_environment_value_names_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"engine\.step_lease"):
+        load_config(write(tmp_path, ""), environ={"MANTLE_ENGINE_STEP_LEASE": "-3s"})
