@@ -14,9 +14,9 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from executions import dispatch, locks, metrics, sql
-from executions.models import BlockedBy, Execution, Status
+from executions.models import BlockedBy, Execution, Rejection, Status
 from teams.models import Team, effective_team_limit
-from workflows.models import OnLimit, WorkflowDefinition
+from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
 
 
@@ -81,6 +81,33 @@ def admit(
     """
     version = workflow.current_version
     inputs = validate_inputs(WorkflowSpec.from_dict(version.spec), inputs)
+    try:
+        return _admit_locked(
+            team=team,
+            workflow=workflow,
+            version=version,
+            inputs=inputs,
+            trigger=trigger,
+            force=force,
+            idempotency_key=idempotency_key,
+        )
+    except ConcurrencyLimitExceeded as rejected:
+        # After the locked transaction rolled back (it would take this row with it), in a
+        # transaction of its own: the record the dashboard counts rejections from.
+        Rejection.objects.create(team=team, workflow=workflow, scope=rejected.scope)
+        raise
+
+
+def _admit_locked(
+    *,
+    team: Team,
+    workflow: WorkflowDefinition,
+    version: WorkflowVersion,
+    inputs: dict[str, Any],
+    trigger: dict[str, Any] | None,
+    force: bool,
+    idempotency_key: str | None,
+) -> Admission:
     with transaction.atomic():
         locks.lock_team(team.id)
         locks.lock_workflows([workflow.id])

@@ -73,6 +73,8 @@ class Execution(models.Model):
                 condition=Q(status=Status.QUEUED),
             ),
             models.Index(fields=["team", "-created_at"], name="execution_team_recent"),
+            # The admin's changelist: newest first, and its date hierarchy's min/max.
+            models.Index(fields=["created_at", "id"], name="execution_created_at"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -134,3 +136,29 @@ class StepExecution(models.Model):
     def __str__(self) -> str:
         suffix = "" if self.fanout_index is None else f"[{self.fanout_index}]"
         return f"{self.name}{suffix} ({self.status})"
+
+
+class Rejection(models.Model):
+    """An admission refused by a limit (`on_limit: reject`). Rejected admissions write no
+    execution, so this is what "rejected in the last hour" counts."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.CASCADE, related_name="+")
+    scope = models.CharField(max_length=8, choices=BlockedBy.choices)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "created_at"], name="rejection_team_recent")]
+
+
+class QueueSample(models.Model):
+    """Queue depth of one workflow at one moment, for the dashboard's chart. Only non-empty
+    states are written, so a missing sample means an empty queue."""
+
+    workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.CASCADE, related_name="+")
+    queued = models.PositiveIntegerField()
+    running = models.PositiveIntegerField()
+    taken_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["taken_at"], name="queuesample_taken_at")]
