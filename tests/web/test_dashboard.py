@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from executions.admission import ConcurrencyLimitExceeded, admit
+from executions.dashboard_samples import record_queue_samples
+from executions.lifecycle import finish_execution
+from executions.models import Execution, QueueSample, Status, StepExecution
+
+pytestmark = pytest.mark.django_db
+
+
+def live(client):
+    response = client.get(reverse("dashboard:live"))
+    assert response.status_code == 200
+    return response
+
+
+def test_it_sends_anonymous_users_to_sign_in(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("dashboard:login"))
+
+
+def test_members_see_their_teams_only(client, make_team, make_user):
+    mine, theirs = make_team("mine"), make_team("theirs")
+    client.force_login(make_user("ann", teams=(mine,)))
+    panels = live(client).context["panels"]
+    assert [p.team.slug for p in panels] == ["mine"]
+    assert theirs.slug not in [p.team.slug for p in panels]
+
+
+def test_staff_see_every_team(client, make_team, make_user):
+    make_team("one"), make_team("two")
+    client.force_login(make_user("root", staff=True))
+    assert [p.team.slug for p in live(client).context["panels"]] == ["one", "two"]
+
+
+def test_it_shows_the_queue_in_order_with_positions_and_blockers(
+    client, make_team, make_workflow, make_user
+):
+    team = make_team("acme", max_concurrent_executions=2)
+    deploy, build = make_workflow(team, "deploy", limit=1), make_workflow(team, "build")
+    admit(team=team, workflow=deploy)
+    first = admit(team=team, workflow=deploy).execution
+    admit(team=team, workflow=build)
+    third = admit(team=team, workflow=build).execution
+    second = admit(team=team, workflow=deploy).execution
+    client.force_login(make_user("ann", teams=(team,)))
+    [panel] = live(client).context["panels"]
+    assert [(e.id, e.workflow, e.position) for e in panel.queued_executions] == [
+        (first.id, "deploy", 1),
+        (third.id, "build", 1),
+        (second.id, "deploy", 2),
+    ]
+    assert [e.blocked_by for e in panel.queued_executions] == ["workflow", "team", "team"]
+    assert (panel.running, panel.limit, panel.queued) == (2, 2, 3)
+    by_name = {w.queue.name: w for w in panel.workflows}
+    assert by_name["deploy"].queue.running == 1 and by_name["deploy"].queue.queued == 2
+    assert by_name["deploy"].oldest_wait_seconds is not None
+
+
+def test_it_counts_rejections_of_the_last_hour(client, team, make_workflow, make_user):
+    workflow = make_workflow(team, limit=1, on_limit="reject")
+    admit(team=team, workflow=workflow)
+    for _ in range(3):
+        with pytest.raises(ConcurrencyLimitExceeded):
+            admit(team=team, workflow=workflow)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE executions_rejection SET created_at = now() - interval '2 hours'"
+            " WHERE id = (SELECT min(id) FROM executions_rejection)"
+        )
+    client.force_login(make_user("ann", teams=(team,)))
+    [panel] = live(client).context["panels"]
+    assert panel.rejected_last_hour == 2
+    assert panel.workflows[0].rejected_last_hour == 2
+
+
+def test_running_executions_show_their_steps_progress(client, team, make_workflow, make_user):
+    execution = admit(team=team, workflow=make_workflow(team)).execution
+    for index, status in enumerate(["completed", "completed", "running", "pending"]):
+        StepExecution.objects.create(
+            execution=execution, name="fan", fanout_index=index, status=status
+        )
+    client.force_login(make_user("ann", teams=(team,)))
+    [panel] = live(client).context["panels"]
+    [running] = panel.running_executions
+    assert (running.id, running.status, running.steps_done, running.steps_total) == (
+        execution.id,
+        "pending",
+        2,
+        4,
+    )
+
+
+def test_the_chart_shows_sampled_depth_per_minute_and_the_live_depth_last(
+    client, team, make_workflow, make_user
+):
+    workflow = make_workflow(team, limit=1)
+    for _ in range(4):
+        admit(team=team, workflow=workflow)
+    QueueSample.objects.create(workflow=workflow, queued=7, running=1)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE executions_queuesample SET taken_at = now() - interval '10 minutes'")
+    client.force_login(make_user("ann", teams=(team,)))
+    [panel] = live(client).context["panels"]
+    series = panel.workflows[0].depth_per_minute
+    assert len(series) == 60
+    assert series[-11] == 7
+    assert series[-1] == 3
+    assert sum(series) == 10
+
+
+def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
+    client, make_team, make_workflow, make_user, django_assert_max_num_queries
+):
+    user = make_user("root", staff=True)
+    for n in range(4):
+        team = make_team(f"team-{n}", max_concurrent_executions=2)
+        for name in ("a", "b", "c"):
+            workflow = make_workflow(team, name, limit=1, on_limit="queue")
+            for _ in range(3):
+                admit(team=team, workflow=workflow)
+            QueueSample.objects.create(workflow=workflow, queued=2, running=1)
+    client.force_login(user)
+    # session, user, teams, queues, rejections, samples, queued, running
+    with django_assert_max_num_queries(8):
+        live(client)
+    with django_assert_max_num_queries(8):
+        client.get("/")
+
+
+def test_cancel_from_the_dashboard_cancels_and_promotes_the_next(
+    client, team, make_workflow, make_user, django_capture_on_commit_callbacks
+):
+    workflow = make_workflow(team, limit=1)
+    holder = admit(team=team, workflow=workflow).execution
+    queued = admit(team=team, workflow=workflow).execution
+    client.force_login(make_user("ann", teams=(team,)))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("dashboard:cancel", args=[holder.id]), HTTP_HX_REQUEST="true"
+        )
+    assert response.status_code == 200
+    assert b"Cancelled deploy" in response.content
+    assert Execution.objects.get(id=holder.id).status == Status.CANCELLED
+    assert Execution.objects.get(id=queued.id).status == Status.PENDING
+
+
+def test_cancelling_a_finished_execution_says_it_was_not_cancelled(
+    client, team, make_workflow, make_user
+):
+    execution = admit(team=team, workflow=make_workflow(team)).execution
+    finish_execution(execution.id, status=Status.COMPLETED)
+    client.force_login(make_user("ann", teams=(team,)))
+    response = client.post(reverse("dashboard:cancel", args=[execution.id]), follow=True)
+    assert b"already completed" in response.content
+    assert Execution.objects.get(id=execution.id).status == Status.COMPLETED
+
+
+def test_it_will_not_cancel_another_teams_execution(client, make_team, make_workflow, make_user):
+    mine, theirs = make_team("mine"), make_team("theirs")
+    execution = admit(team=theirs, workflow=make_workflow(theirs)).execution
+    client.force_login(make_user("ann", teams=(mine,)))
+    response = client.post(reverse("dashboard:cancel", args=[execution.id]))
+    assert response.status_code == 404
+    assert Execution.objects.get(id=execution.id).status == Status.PENDING
+
+
+def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make_workflow):
+    busy, idle = make_workflow(team, "busy", limit=1), make_workflow(team, "idle")
+    for _ in range(3):
+        admit(team=team, workflow=busy)
+    finish_execution(admit(team=team, workflow=idle).execution.id, status=Status.COMPLETED)
+    QueueSample.objects.create(workflow=busy, queued=9, running=1)
+    QueueSample.objects.filter(queued=9).update(
+        taken_at=QueueSample.objects.get().taken_at - timedelta(hours=3)
+    )
+    assert record_queue_samples() == 1
+    sample = QueueSample.objects.get()
+    assert (sample.workflow_id, sample.queued, sample.running) == (busy.id, 2, 1)
