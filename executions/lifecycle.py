@@ -6,9 +6,11 @@ from __future__ import annotations
 import uuid
 
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from executions.models import TERMINAL, Execution, Status
+from executions.models import TERMINAL, Execution, Status, StepExecution, StepStatus
 
 
 class NotCancellable(Exception):
@@ -34,7 +36,22 @@ def finish_execution(execution_id: uuid.UUID, *, status: str, error: str = "") -
         execution.blocked_by = None
         execution.completed_at = timezone.now()
         execution.save(update_fields=["status", "error", "blocked_by", "completed_at"])
+        # Steps not held by a runner end here; a running attempt sees the status on its next
+        # heartbeat and ends itself (or the reaper ends it when its lease expires).
+        StepExecution.objects.filter(execution_id=execution_id).filter(
+            Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_owner="")
+        ).update(status=StepStatus.CANCELLED, completed_at=Now())
     return True
+
+
+def start_execution(execution_id: uuid.UUID) -> bool:
+    """pending → running; True for the one caller that made the move (claims are conditional,
+    so two workers handed the same execution never both start it)."""
+    return bool(
+        Execution.objects.filter(id=execution_id, status=Status.PENDING).update(
+            status=Status.RUNNING, started_at=Now()
+        )
+    )
 
 
 def cancel_execution(execution_id: uuid.UUID, *, reason: str = "cancelled") -> None:

@@ -1,16 +1,18 @@
 """The only advisory-lock SQL in Mantle.
 
-Every lock is transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`,
-and keyed with the two-int form `(namespace, primary key)` so keys never collide across kinds.
+Every lock but `session_lock` (the engine clock's, on a connection of its own) is
+transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
+the two-int form `(namespace, primary key)` so keys never collide across kinds.
 Lock order is team → workflow (workflows in id order), always; anything else can deadlock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 
 class Namespace(IntEnum):
@@ -18,6 +20,7 @@ class Namespace(IntEnum):
     WORKFLOW = 2
     POLLER = 3
     CRON = 4
+    ENGINE_TICKER = 6
 
 
 def _require_transaction() -> None:
@@ -47,3 +50,17 @@ def try_lock(namespace: Namespace, key: int = 0) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", [namespace, key])
         return bool(cursor.fetchone()[0])
+
+
+@contextmanager
+def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
+    """Non-blocking, held for the `with` block on a connection of its own (so the holder's
+    transactions are unaffected), and released by PostgreSQL when that connection or the whole
+    process dies: a lease with no expiry to tune. Yields whether this process holds it."""
+    holder = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [namespace, key])
+            yield bool(cursor.fetchone()[0])
+    finally:
+        holder.close()

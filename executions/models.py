@@ -108,6 +108,8 @@ class StepExecution(models.Model):
     status = models.CharField(max_length=10, choices=StepStatus.choices)
     attempt = models.PositiveIntegerField(default=1)
     output = models.JSONField(null=True, blank=True)
+    # On a fan-out step's parent row (fanout_index null): the items, one branch each.
+    items = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

@@ -117,7 +117,13 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Mantle API", "VERSION": "1"}
 
-# django-q2: the cluster that runs workflow steps and the schedules (poller, reaper, cron).
+# django-q2: the cluster that runs executions and steps (one step attempt per worker process at
+# a time) and the engine clock (executions/ticker.py). `poll` is how often an idle ORM-broker
+# pusher looks for tasks: it bounds the admit → running latency on an idle cluster (the Redis
+# broker blocks on BLPOP instead and wakes at once). `queue_limit` = workers keeps a busy cluster
+# from prefetching tasks that an idle cluster on another machine could run. Every task settles
+# its own state, so django-q2 never retries one (`max_attempts` 1); the reaper recovers work
+# of a worker that died. A step's own timeout is enforced by the engine, not by `timeout`.
 Q_CLUSTER = {
     "name": "mantle",
     "workers": MANTLE.engine.workers,
@@ -126,7 +132,9 @@ Q_CLUSTER = {
     "max_attempts": 1,
     "ack_failures": True,
     "catch_up": False,
-    "poll": 0.05,
+    "poll": 0.1,
+    "queue_limit": MANTLE.engine.workers,
+    "save_limit": 200,
     "label": "Django Q2",
     **({"orm": "default"} if MANTLE.engine.broker == "orm" else {"redis": MANTLE.engine.broker}),
 }

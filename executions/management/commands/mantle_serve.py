@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from executions import schedules
 from mantle_site import embedded_db
 
 
@@ -34,6 +35,7 @@ class Command(BaseCommand):
         if not workers_only:
             commands.append(self.web_command(bind or settings.MANTLE.server.bind))
         if not web_only:
+            schedules.start_engine()
             commands.append([sys.executable, "-m", "django", "qcluster"])
         children = [subprocess.Popen(command) for command in commands]
         stopping = False
