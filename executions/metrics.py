@@ -1,14 +1,33 @@
-"""Prometheus metrics of CONTRACT §7 that are events (counters, histograms).
+"""Prometheus metrics of CONTRACT §7 that are events (counters, histograms), and the scrape.
 
 Queue depth and running counts are gauges read from the database at scrape time (see
 executions.collectors), so they always equal the database.
+
+Several processes count: gunicorn workers (rejections), django-q2 workers and the poller
+(promotions, queue waits, terminal executions). With $PROMETHEUS_MULTIPROC_DIR set before
+prometheus_client is imported (`mantle serve` sets it for all its children), every process
+writes its samples to files there and a scrape sums them all.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
+from pathlib import Path
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from executions.collectors import LiveExecutionsCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 REJECTED = Counter(
     "mantle_executions_rejected",
@@ -47,3 +66,35 @@ def count_promotions(*, team: str, trigger: str, waits: list[tuple[str, timedelt
     PROMOTIONS.labels(trigger=trigger).inc(len(waits))
     for workflow, wait in waits:
         QUEUE_WAIT.labels(team=team, workflow=workflow).observe(wait.total_seconds())
+
+
+def exposition() -> tuple[bytes, str]:
+    """The body and content type of a scrape: this process's (or, in multiprocess mode, every
+    process's) counters, and the gauges read from the database now."""
+    live = CollectorRegistry()
+    live.register(LiveExecutionsCollector())
+    if os.environ.get(MULTIPROC_ENV):
+        MultiProcessCollector(live)
+        return generate_latest(live), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY) + generate_latest(live), CONTENT_TYPE_LATEST
+
+
+def prepare_multiprocess_dir(path: Path) -> None:
+    """Create the directory and delete the files of processes that are gone (a counter of a
+    previous run restarts at 0, as Prometheus expects of a restart). Files are named
+    `<kind>_<pid>.db`; those of live processes (another role on this machine) are kept."""
+    path.mkdir(parents=True, exist_ok=True)
+    for file in path.glob("*.db"):
+        pid = file.stem.rpartition("_")[2]
+        if not (pid.isdigit() and _alive(int(pid))):
+            file.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

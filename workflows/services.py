@@ -10,7 +10,8 @@ from django.db import transaction
 from executions import locks, promotion
 from teams.models import Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
-from workflows.schema import SchemaError, WorkflowInvalid, parse_workflow
+from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
+from workflows.selectors import webhook_path_taken
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         current = workflow.current_version
         if current is not None and current.content_hash == content_hash:
             return Applied(workflow=workflow, version=current, created=False, changed=False)
+        _check_webhook_paths_free(spec, workflow)
         version = WorkflowVersion.objects.create(
             workflow=workflow,
             number=(current.number + 1) if current else 1,
@@ -57,3 +59,23 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         ):
             transaction.on_commit(lambda: promotion.promote_team(team.id, trigger="limit_change"))
     return Applied(workflow=workflow, version=version, created=created, changed=True)
+
+
+def _check_webhook_paths_free(spec: WorkflowSpec, workflow: WorkflowDefinition) -> None:
+    """`POST /hooks/<path>` carries no team, so a path belongs to one workflow of all teams."""
+    hooks = [(i, t.path) for i, t in enumerate(spec.triggers) if t.type == "webhook"]
+    if not hooks:
+        return
+    # Serialises the check-then-write with concurrent applies of other teams' workflows.
+    locks.lock_webhook_paths()
+    errors = [
+        SchemaError(
+            path=f"triggers[{i}].path",
+            message=f"webhook path {path!r} is already used by another workflow",
+            line=None,
+        )
+        for i, path in hooks
+        if webhook_path_taken(path=path, by_other_than=workflow)
+    ]
+    if errors:
+        raise WorkflowInvalid(errors)

@@ -1,0 +1,63 @@
+"""Output (and shared input) serializers of the HTTP API. Times are RFC 3339 in UTC."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from executions.models import Status
+
+
+class StepOutput(serializers.Serializer):
+    name = serializers.CharField()
+    fanout_index = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField()
+    attempt = serializers.IntegerField()
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExecutionOutput(serializers.Serializer):
+    """An execution; `queue_position` is an attribute the selectors set on queued executions."""
+
+    id = serializers.UUIDField()
+    workflow = serializers.CharField(source="workflow.name")
+    version = serializers.IntegerField(source="version.number")
+    status = serializers.ChoiceField(choices=Status.choices)
+    inputs = serializers.DictField()
+    forced = serializers.BooleanField()
+    trigger = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    queued_at = serializers.DateTimeField(allow_null=True)
+    promoted_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    queue_position = serializers.IntegerField(allow_null=True, default=None)
+    blocked_by = serializers.CharField(allow_null=True)
+    error = serializers.CharField()
+
+
+class ExecutionDetailOutput(ExecutionOutput):
+    steps = StepOutput(many=True, source="steps.all")
+
+
+class AdmissionOutput(serializers.Serializer):
+    """The 202 of a run or a webhook, and the 200 of an idempotent retry."""
+
+    execution_id = serializers.UUIDField(source="id")
+    workflow = serializers.CharField(source="workflow.name")
+    version = serializers.IntegerField(source="version.number")
+    status = serializers.ChoiceField(choices=Status.choices)
+    queue_position = serializers.IntegerField(allow_null=True, default=None)
+    blocked_by = serializers.CharField(allow_null=True)
+
+
+class ErrorOutput(serializers.Serializer):
+    error = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class ConcurrencyLimitOutput(ErrorOutput):
+    scope = serializers.ChoiceField(choices=["team", "workflow"])
+    limit = serializers.IntegerField()

@@ -1,0 +1,54 @@
+"""Fixtures of the API tests: API clients authenticated as a team, and hook workflows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from rest_framework.test import APIClient
+
+from teams.models import Team
+from teams.services import api_key_create
+from tests.conftest import workflow_yaml
+from workflows.models import WorkflowDefinition
+from workflows.services import workflow_apply
+
+
+def client_of(team: Team) -> APIClient:
+    _, key = api_key_create(team=team)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+@pytest.fixture
+def api(team: Team) -> APIClient:
+    """A client with an API key of the team `acme`."""
+    return client_of(team)
+
+
+@pytest.fixture
+def other_team(make_team: Callable[..., Team]) -> Team:
+    return make_team("globex")
+
+
+@pytest.fixture
+def other_api(other_team: Team) -> APIClient:
+    return client_of(other_team)
+
+
+def hook_yaml(name: str, path: str, *, secret: str | None = None, **kwargs: object) -> str:
+    trigger = f"  - type: webhook\n    path: {path}\n"
+    if secret is not None:
+        trigger += f"    secret: {secret}\n"
+    return workflow_yaml(name, extra=f"triggers:\n{trigger}", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def make_hook(db: None) -> Callable[..., WorkflowDefinition]:
+    def make(
+        team: Team, name: str = "deploy", path: str = "/hooks/deploy", **kw: object
+    ) -> WorkflowDefinition:
+        return workflow_apply(team=team, content=hook_yaml(name, path, **kw)).workflow  # type: ignore[arg-type]
+
+    return make
