@@ -20,6 +20,7 @@ class Namespace(IntEnum):
     WORKFLOW = 2
     POLLER = 3
     CRON = 4
+    WEBHOOK_PATHS = 5
     ENGINE_TICKER = 6
 
 
@@ -42,6 +43,12 @@ def lock_workflows(workflow_ids: Iterable[int]) -> None:
     """Lock workflows in id order (after their team's lock), so two lockers never deadlock."""
     for workflow_id in sorted(set(workflow_ids)):
         _lock(Namespace.WORKFLOW, workflow_id)
+
+
+def lock_webhook_paths() -> None:
+    """One lock for every team's webhook paths (unique across teams), taken after the team and
+    workflow locks by applies whose workflow has webhook triggers; admission never takes it."""
+    _lock(Namespace.WEBHOOK_PATHS, 0)
 
 
 def try_lock(namespace: Namespace, key: int = 0) -> bool:

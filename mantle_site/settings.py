@@ -74,6 +74,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "mantle_site.exceptions.JsonErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -109,13 +110,26 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 LOGIN_URL = "/admin/login/"
 
+# Request bodies of the API and the webhooks: larger is 413 (mantle_site.exceptions).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [],
-    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["teams.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["teams.auth.HasTeamKey"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "mantle_site.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Mantle API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Mantle API",
+    "VERSION": "1",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {"ExecutionStatusEnum": "executions.models.Status"},
+}
 
 # django-q2: the cluster that runs executions and steps (one step attempt per worker process at
 # a time) and the engine clock (executions/ticker.py). `poll` is how often an idle ORM-broker

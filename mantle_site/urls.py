@@ -28,4 +28,5 @@ urlpatterns = [
     path("readyz", api.ReadyzApi.as_view(), name="readyz"),
     path("metrics", api.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    path("", include("executions.dashboard_urls")),
 ]

@@ -6,16 +6,18 @@ Ctrl-C or SIGTERM stops both (and the embedded PostgreSQL when this process star
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from executions import schedules
+from executions import metrics, schedules
 from mantle_site import embedded_db
 
 
@@ -37,7 +39,8 @@ class Command(BaseCommand):
         if not web_only:
             schedules.start_engine()
             commands.append([sys.executable, "-m", "django", "qcluster"])
-        children = [subprocess.Popen(command) for command in commands]
+        env = self.child_env()
+        children = [subprocess.Popen(command, env=env) for command in commands]
         stopping = False
 
         def stop(signum: int, frame: object) -> None:
@@ -59,16 +62,22 @@ class Command(BaseCommand):
         if failed and not stopping:
             raise SystemExit(1)
 
+    def child_env(self) -> dict[str, str]:
+        """Every child counts its metrics in one shared directory (prometheus_client's
+        multiprocess mode), so one scrape of any web worker sees them all."""
+        directory = os.environ.get(metrics.MULTIPROC_ENV) or str(embedded_db.home() / "metrics")
+        metrics.prepare_multiprocess_dir(Path(directory))
+        return {**os.environ, metrics.MULTIPROC_ENV: directory}
+
     def web_command(self, bind: str) -> list[str]:
         return [
             sys.executable,
             "-m",
             "gunicorn",
-            "mantle_site.wsgi",
+            "--config",
+            "python:mantle_site.gunicorn_conf",
             "--bind",
             bind,
             "--workers",
             str(settings.MANTLE.server.workers),
-            "--access-logfile",
-            "-",
         ]
