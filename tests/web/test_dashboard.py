@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
@@ -184,3 +185,12 @@ def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make
     assert record_queue_samples() == 1
     sample = QueueSample.objects.get()
     assert (sample.workflow_id, sample.queued, sample.running) == (busy.id, 2, 1)
+
+
+def test_whitenoise_serves_the_collected_htmx_and_stylesheet(client, settings, tmp_path):
+    settings.STATIC_ROOT = tmp_path
+    call_command("collectstatic", "--noinput", verbosity=0)
+    for name in ("executions/htmx-2.0.11.min.js", "executions/dashboard.css"):
+        response = client.get(f"/static/{name}")
+        assert response.status_code == 200
+        assert type(response).__module__.startswith("whitenoise")

@@ -1,0 +1,234 @@
+"""The dashboard and the admin driven in Debian's Chromium through Playwright, against the app
+served by the live server (real HTTP, real PostgreSQL, htmx polling)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from executions.admission import admit
+from executions.lifecycle import finish_execution
+from executions.models import Execution, Status, StepExecution, StepStatus
+from teams.models import Team
+from workflows.models import WorkflowDefinition
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser)"),
+]
+# Playwright's sync API runs an event loop in this thread; the ORM calls made here between
+# browser steps are plain blocking calls all the same.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+WAIT_MS = 10_000
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def sign_in(browser: Browser, live_server, make_user) -> Iterator[Callable[..., Page]]:
+    contexts = []
+
+    def open_page(username: str, *, staff: bool = False, teams: tuple[Team, ...] = ()) -> Page:
+        make_user(username, staff=staff, teams=teams)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(live_server.url + "/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill("s3cret-pass")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#live")).to_be_visible()
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def team_stat(page: Page, team: Team, stat: str):
+    return page.locator(f'section[data-team="{team.slug}"] [data-testid="team-{stat}"]')
+
+
+def test_a_member_signs_in_and_sees_only_their_teams(sign_in, make_team, live_server):
+    mine, theirs = make_team("payments"), make_team("search")
+    page = sign_in("ann", teams=(mine,))
+    expect(page.locator("section.team h2")).to_have_text(["payments"])
+    assert theirs.slug not in page.content()
+    assert page.evaluate("typeof htmx") == "object"  # the vendored htmx was served
+
+
+def test_the_queue_builds_up_live_as_executions_are_admitted(sign_in, make_team, make_workflow):
+    team = make_team("payments", max_concurrent_executions=2)
+    workflow = make_workflow(team, "charge", limit=2)
+    page = sign_in("ann", teams=(team,))
+    expect(team_stat(page, team, "queued")).to_have_text("0")
+
+    def admit_in_background() -> None:
+        try:
+            for _ in range(6):
+                admit(team=team, workflow=workflow)
+                time.sleep(0.2)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=admit_in_background)
+    thread.start()
+    thread.join(timeout=30)
+    expect(team_stat(page, team, "queued")).to_have_text("4")
+    expect(team_stat(page, team, "running")).to_have_text("2")
+    positions = page.locator('tr[data-status="queued"] td[data-label="Position"]')
+    expect(positions).to_have_text(["1", "2", "3", "4"])
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+
+
+def test_a_queued_execution_moves_to_running_without_a_reload(sign_in, make_team, make_workflow):
+    team = make_team("payments")
+    workflow = make_workflow(team, "charge", limit=1)
+    holder = admit(team=team, workflow=workflow).execution
+    waiting = admit(team=team, workflow=workflow).execution
+    page = sign_in("ann", teams=(team,))
+    page.evaluate("window.notReloaded = true")
+    row = page.locator(f'tr[data-execution="{waiting.id}"]')
+    expect(row).to_have_attribute("data-status", "queued")
+    finish_execution(holder.id, status=Status.COMPLETED)
+    # Promoted to pending: it holds a slot, so the dashboard lists it with the running ones.
+    expect(row).to_have_attribute("data-status", "pending")
+    expect(page.locator(f'tr[data-execution="{holder.id}"]')).to_have_count(0)
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_an_operator_cancels_a_queued_execution_from_the_page(sign_in, make_team, make_workflow):
+    team = make_team("payments")
+    workflow = make_workflow(team, "charge", limit=1)
+    admit(team=team, workflow=workflow)
+    doomed = admit(team=team, workflow=workflow).execution
+    kept = admit(team=team, workflow=workflow).execution
+    page = sign_in("ann", teams=(team,))
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.locator(f'tr[data-execution="{doomed.id}"]').get_by_role("button", name="Cancel").click()
+    expect(page.get_by_role("status")).to_contain_text("Cancelled charge")
+    expect(page.locator(f'tr[data-execution="{doomed.id}"]')).to_have_count(0)
+    assert Execution.objects.get(id=doomed.id).status == Status.CANCELLED
+    assert Execution.objects.get(id=kept.id).status == Status.QUEUED
+    expect(page.locator(f'tr[data-execution="{kept.id}"] td[data-label="Position"]')).to_have_text(
+        "1"
+    )
+
+
+def test_raising_a_team_limit_in_the_admin_promotes_its_queue(
+    sign_in, make_team, make_workflow, live_server
+):
+    team = make_team("payments", max_concurrent_executions=1)
+    workflow = make_workflow(team, "charge")
+    for _ in range(4):
+        admit(team=team, workflow=workflow)
+    page = sign_in("root", staff=True)
+    expect(team_stat(page, team, "queued")).to_have_text("3")
+    page.goto(live_server.url + "/admin/teams/team/")
+    page.locator("#id_form-0-max_concurrent_executions").fill("3")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".messagelist")).to_contain_text("changed successfully")
+    assert Execution.objects.filter(team=team, status=Status.QUEUED).count() == 1
+    page.goto(live_server.url + "/")
+    expect(team_stat(page, team, "running")).to_have_text("3")
+    expect(team_stat(page, team, "queued")).to_have_text("1")
+
+
+def test_the_dashboard_fits_a_phone_and_a_laptop(sign_in, busy_state, tmp_path):
+    """Also writes the README's screenshots when MANTLE_SCREENSHOTS names a folder."""
+    page = sign_in("ops", staff=True)
+    out = os.environ.get("MANTLE_SCREENSHOTS") or str(tmp_path)
+    for name, width, height in [("desktop", 1280, 900), ("phone", 390, 844)]:
+        page.set_viewport_size({"width": width, "height": height})
+        expect(page.locator('tr[data-status="queued"]').first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.screenshot(path=f"{out}/dashboard-{name}.png", full_page=name == "desktop")
+
+
+@pytest.fixture
+def busy_state(make_team, make_workflow) -> None:
+    """An incident in progress: a webhook flood queues `ingest`, `payments` is at its limit."""
+    payments = make_team("payments", max_concurrent_executions=4)
+    search = make_team("search")
+    charge = make_workflow(payments, "charge-card", limit=2)
+    refund = make_workflow(payments, "refund", limit=1, on_limit="reject")
+    ingest = make_workflow(search, "ingest-webhook", limit=3)
+    payout = make_workflow(payments, "payout")
+    reindex = make_workflow(search, "reindex", limit=0)
+    counts = [(charge, 7), (refund, 1), (ingest, 9), (reindex, 2), (payout, 3)]
+    for workflow, count in counts:
+        for _ in range(count):
+            admit(team=workflow.team, workflow=workflow)
+    _seed_history(refund, ingest, charge)
+    _seed_steps(payments, search)
+
+
+def _seed_history(refund: WorkflowDefinition, *queues: WorkflowDefinition) -> None:
+    with connection.cursor() as cursor:
+        for minutes_ago in range(59, 0, -1):
+            for n, workflow in enumerate(queues):
+                depth = max(0, round(9 - abs(minutes_ago - 20 - 10 * n) / 3))
+                cursor.execute(
+                    "INSERT INTO executions_queuesample (workflow_id, queued, running, taken_at)"
+                    " VALUES (%s, %s, 1, now() - make_interval(mins => %s))",
+                    [workflow.id, depth, minutes_ago],
+                )
+        for minutes_ago in (2, 5, 9, 14, 30):
+            cursor.execute(
+                "INSERT INTO executions_rejection (team_id, workflow_id, scope, created_at)"
+                " VALUES (%s, %s, 'workflow', now() - make_interval(mins => %s))",
+                [refund.team_id, refund.id, minutes_ago],
+            )
+        # Ages that read like an incident rather than a test run.
+        cursor.execute(
+            "UPDATE executions_execution SET created_at = created_at - make_interval(secs =>"
+            " 40 * (SELECT count(*) FROM executions_execution o WHERE o.created_at > "
+            " executions_execution.created_at))"
+        )
+
+
+def _seed_steps(*teams: Team) -> None:
+    holders = Execution.objects.filter(team__in=teams, status=Status.PENDING).order_by("created_at")
+    steps = []
+    for n, execution in enumerate(holders):
+        done = (n * 3) % 8
+        steps += [
+            StepExecution(
+                execution=execution,
+                name="notify",
+                fanout_index=i,
+                status=StepStatus.COMPLETED if i < done else StepStatus.RUNNING,
+            )
+            for i in range(8)
+        ]
+    StepExecution.objects.bulk_create(steps)
+    holders.update(status=Status.RUNNING, started_at=F("created_at"))
