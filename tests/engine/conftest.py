@@ -10,6 +10,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
+from urllib.parse import quote, urlencode
 
 import pytest
 from django.conf import settings
@@ -29,15 +31,15 @@ REDIS_URL = "redis://127.0.0.1:6379/7"
 
 
 def database_url() -> str:
+    """The test database as a URL (the host may be a socket directory: embedded PostgreSQL)."""
     db = settings.DATABASES["default"]
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    host = db["HOST"] or "127.0.0.1"
-    port = f":{db['PORT']}" if db["PORT"] else ""
-    return f"postgresql://{db['USER']}{password}@{host}{port}/{db['NAME']}"
+    query = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or "5432", **db["OPTIONS"]}
+    password = f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else ""
+    return f"postgresql://{quote(db['USER'])}{password}@/{db['NAME']}?{urlencode(query)}"
 
 
 class Cluster:
-    def __init__(self, *, workers: int, broker: str) -> None:
+    def __init__(self, *, workers: int, broker: str, log: IO[bytes]) -> None:
         env = {
             **os.environ,
             "DATABASE_URL": database_url(),
@@ -50,8 +52,8 @@ class Cluster:
             [sys.executable, "-m", "django", "qcluster"],
             env=env,
             cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
     def stop(self) -> None:
@@ -66,9 +68,13 @@ class Cluster:
 
 @pytest.fixture
 def engine(
-    transactional_db: None, engine_config: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+    transactional_db: None,
+    engine_config: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> Iterator[Callable[..., Cluster]]:
-    """engine(workers=4, broker="orm"): start a cluster; every cluster stops at teardown."""
+    """engine(workers=4, broker="orm"): start a cluster; every cluster stops at teardown.
+    Their output is in tmp_path/cluster-<n>.log."""
     engine_config(**ENGINE)
     clusters: list[Cluster] = []
 
@@ -77,7 +83,8 @@ def engine(
             # This process hands work to the same broker as the cluster.
             monkeypatch.setattr(Conf, "ORM", None)
             monkeypatch.setattr(Conf, "REDIS", broker)
-        cluster = Cluster(workers=workers, broker=broker)
+        log = (tmp_path / f"cluster-{len(clusters)}.log").open("wb")
+        cluster = Cluster(workers=workers, broker=broker, log=log)
         clusters.append(cluster)
         if len(clusters) == 1:
             schedules.start_engine()

@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from django.utils import timezone
+
+from executions.lifecycle import cancel_execution
+from executions.models import Execution, StepExecution
+from tests.engine.conftest import run, wait_for, wait_terminal
+from workflows.models import WorkflowDefinition
+
+
+def max_overlap(intervals: list[tuple[datetime, datetime]]) -> int:
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = peak = 0
+    for _, change in events:  # at equal times an end (-1) sorts before a start (+1)
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+FANOUT = """
+name: fanout
+steps:
+  - name: each
+    action: test/sleep
+    for_each: "{{ inputs.items }}"
+    max_parallel: 3
+    params: {seconds: 0.3, item: "{{ item }}"}
+  - name: after
+    action: test/echo
+    params: {outputs: "{{ steps['each'].output }}"}
+    depends_on: [each]
+inputs:
+  items: {type: string, default: ""}
+"""
+
+
+def test_a_fanout_of_20_never_runs_more_than_max_parallel_branches(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine(workers=6)
+    workflow = apply(FANOUT.replace('"{{ inputs.items }}"', str(list(range(20)))))
+    execution = wait_terminal(run(workflow), timeout=40)
+    assert execution.status == "completed", execution.error
+    branches = StepExecution.objects.filter(execution=execution, fanout_index__isnull=False)
+    intervals = [(b.started_at, b.completed_at) for b in branches]
+    assert len(intervals) == 20
+    assert max_overlap(intervals) == 3  # the cap holds, and is used
+    after = StepExecution.objects.get(execution=execution, name="after")
+    assert [o["slept"] for o in after.output["outputs"]] == [0.3] * 20
+
+
+def test_a_false_if_skips_the_step_and_its_dependants(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: skipping
+inputs:
+  go: {type: boolean, default: false}
+steps:
+  - name: maybe
+    action: test/noop
+    if: "{{ inputs.go }}"
+  - name: then
+    action: test/noop
+    depends_on: [maybe]
+  - name: always
+    action: test/echo
+    params: {go: "{{ inputs.go }}"}
+""")
+    execution = wait_terminal(run(workflow))
+    assert execution.status == "completed", execution.error
+    statuses = dict(StepExecution.objects.filter(execution=execution).values_list("name", "status"))
+    assert statuses == {"maybe": "skipped", "then": "skipped", "always": "completed"}
+
+
+def test_a_step_over_its_timeout_fails_and_fails_the_execution(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: slow-step
+steps:
+  - name: slow
+    action: test/sleep
+    params: {seconds: 30}
+    timeout: 1s
+""")
+    execution = wait_terminal(run(workflow))
+    step = StepExecution.objects.get(execution=execution)
+    assert (execution.status, step.status) == ("failed", "failed")
+    assert step.error == "timed out after 1s"
+    assert (step.completed_at - step.started_at).total_seconds() < 2.5
+
+
+def test_a_workflow_over_its_timeout_ends_timed_out(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: slow-workflow
+timeout: 1s
+steps:
+  - name: first
+    action: test/sleep
+    params: {seconds: 0.5}
+  - name: second
+    action: test/sleep
+    params: {seconds: 30}
+    depends_on: [first]
+""")
+    execution = wait_terminal(run(workflow))
+    assert execution.status == "timed_out"
+    assert execution.error == "workflow timed out after 1s"
+    assert (execution.completed_at - execution.started_at).total_seconds() < 2.5
+    second = wait_for(
+        lambda: (
+            StepExecution.objects.filter(execution=execution, name="second")
+            .exclude(status="running")
+            .first()
+        )
+    )
+    assert second.status == "cancelled"
+
+
+def test_cancelling_stops_a_running_sleep_frees_the_slot_and_promotes_the_next(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: cancellable
+max_parallel_executions: 1
+steps:
+  - name: nap
+    action: test/sleep
+    params: {seconds: 30}
+""")
+    first, second = run(workflow), run(workflow)
+    assert second.status == "queued"
+    wait_for(lambda: StepExecution.objects.filter(execution=first, status="running").exists())
+    cancelled_at = timezone.now()
+    cancel_execution(first.id)
+    step = wait_for(
+        lambda: StepExecution.objects.filter(execution=first, status="cancelled").first(),
+        timeout=5,
+    )
+    stopped_after = (step.completed_at - cancelled_at).total_seconds()
+    assert stopped_after <= 1.2, stopped_after
+    wait_for(lambda: StepExecution.objects.filter(execution=second, status="running").exists())
+    assert Execution.objects.get(id=first.id).status == "cancelled"
+    cancel_execution(second.id)
+
+
+def test_an_expression_error_fails_the_step_naming_the_expression(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: bad-expression
+steps:
+  - name: broken
+    action: test/echo
+    params: {value: "{{ inputs.missing + 1 }}"}
+""")
+    execution = wait_terminal(run(workflow))
+    step = StepExecution.objects.get(execution=execution)
+    assert step.status == "failed"
+    assert 'expression "inputs.missing + 1" failed' in step.error
+    assert execution.error.startswith("step 'broken' failed")
+
+
+def test_time_from_admission_to_running_on_an_idle_cluster(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("name: quick\nsteps:\n  - name: only\n    action: test/noop\n")
+    wait_terminal(run(workflow))  # warm the workers
+    latencies = []
+    for _ in range(50):
+        admitted = time.monotonic()
+        execution = run(workflow)
+        wait_for(
+            lambda e=execution: (
+                Execution.objects.filter(id=e.id).exclude(status="pending").exists()
+            ),
+            interval=0.005,
+        )
+        latencies.append(time.monotonic() - admitted)
+        wait_terminal(execution)
+    latencies.sort()
+    p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
+    print(f"admit -> running: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
+    assert p99 < 1.0
