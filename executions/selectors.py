@@ -63,7 +63,8 @@ SELECT id, team_id, name, position, blocked_by, wait FROM (
  ORDER BY team_id, created_at, id
 """
 
-# The slot holders of each team, oldest first, with their steps' progress.
+# The slot holders of each team, oldest first, with their steps' progress: a fan-out step's
+# parent row (it holds the items) counts as one step per item, as its branches are created lazily.
 _RUNNING = """
 SELECT id, team_id, name, status, elapsed, done, total FROM (
   SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total,
@@ -73,9 +74,11 @@ SELECT id, team_id, name, status, elapsed, done, total FROM (
     FROM executions_execution e
     JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
     CROSS JOIN LATERAL (
-      SELECT count(*) FILTER (
-               WHERE s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
-             count(*) AS total
+      SELECT count(*) FILTER (WHERE s.items IS NULL
+               AND s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
+             count(*) FILTER (WHERE s.items IS NULL AND s.fanout_index IS NULL)
+               + coalesce(sum(jsonb_array_length(s.items))
+                          FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total
         FROM executions_stepexecution s WHERE s.execution_id = e.id
     ) st
    WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN ('pending', 'running')

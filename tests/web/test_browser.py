@@ -3,12 +3,14 @@ served by the live server (real HTTP, real PostgreSQL, htmx polling)."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 from django.db import connection
 from django.db.models import F
@@ -18,6 +20,7 @@ from executions.admission import admit
 from executions.lifecycle import finish_execution
 from executions.models import Execution, Status, StepExecution, StepStatus
 from teams.models import Team
+from teams.services import api_key_create
 from workflows.models import WorkflowDefinition
 
 CHROMIUM = shutil.which("chromium")
@@ -86,28 +89,40 @@ def test_a_member_signs_in_and_sees_only_their_teams(sign_in, make_team, live_se
     assert page.evaluate("typeof htmx") == "object"  # the vendored htmx was served
 
 
-def test_the_queue_builds_up_live_as_executions_are_admitted(sign_in, make_team, make_workflow):
+def test_the_queue_builds_up_live_as_the_api_admits_executions(
+    sign_in, make_team, make_workflow, live_server
+):
     team = make_team("payments", max_concurrent_executions=2)
-    workflow = make_workflow(team, "charge", limit=2)
+    make_workflow(team, "charge", limit=2)
+    _, key = api_key_create(team=team)
     page = sign_in("ann", teams=(team,))
     expect(team_stat(page, team, "queued")).to_have_text("0")
+    statuses: list[int] = []
 
-    def admit_in_background() -> None:
-        try:
+    def post_runs_in_background() -> None:
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=live_server.url, headers=headers, timeout=10) as api:
             for _ in range(6):
-                admit(team=team, workflow=workflow)
-                time.sleep(0.2)
-        finally:
-            connection.close()
+                statuses.append(api.post("/api/v1/run/charge", json={}).status_code)
+                time.sleep(0.5)
 
-    thread = threading.Thread(target=admit_in_background)
+    page.evaluate(
+        """() => {
+        const read = () => document.querySelector('[data-testid="team-queued"]').textContent;
+        window.seen = [read()];
+        document.body.addEventListener("htmx:afterSwap", () => window.seen.push(read()));
+    }"""
+    )
+    thread = threading.Thread(target=post_runs_in_background)
     thread.start()
     thread.join(timeout=30)
+    assert statuses == [202] * 6
     expect(team_stat(page, team, "queued")).to_have_text("4")
     expect(team_stat(page, team, "running")).to_have_text("2")
     positions = page.locator('tr[data-status="queued"] td[data-label="Position"]')
     expect(positions).to_have_text(["1", "2", "3", "4"])
-    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+    seen = [int(n) for n in page.evaluate("window.seen")]
+    assert seen[0] == 0 and seen[-1] == 4 and seen == sorted(seen)  # one page, updated in place
 
 
 def test_a_queued_execution_moves_to_running_without_a_reload(sign_in, make_team, make_workflow):
@@ -194,9 +209,12 @@ def busy_state(make_team, make_workflow) -> None:
 
 def _seed_history(refund: WorkflowDefinition, *queues: WorkflowDefinition) -> None:
     with connection.cursor() as cursor:
-        for minutes_ago in range(59, 0, -1):
-            for n, workflow in enumerate(queues):
-                depth = max(0, round(9 - abs(minutes_ago - 20 - 10 * n) / 3))
+        for n, workflow in enumerate(queues):
+            now = Execution.objects.filter(workflow=workflow, status=Status.QUEUED).count()
+            for minutes_ago in range(59, 0, -1):
+                # A flood that peaked half an hour ago and drains towards today's depth.
+                peak = 14 * math.exp(-(((minutes_ago - 28 - 6 * n) / 9) ** 2))
+                depth = round(now * (60 - minutes_ago) / 60 + peak)
                 cursor.execute(
                     "INSERT INTO executions_queuesample (workflow_id, queued, running, taken_at)"
                     " VALUES (%s, %s, 1, now() - make_interval(mins => %s))",

@@ -82,9 +82,16 @@ def test_it_counts_rejections_of_the_last_hour(client, team, make_workflow, make
     assert panel.workflows[0].rejected_last_hour == 2
 
 
-def test_running_executions_show_their_steps_progress(client, team, make_workflow, make_user):
+def test_running_executions_show_their_steps_progress_counting_every_fan_out_item(
+    client, team, make_workflow, make_user
+):
     execution = admit(team=team, workflow=make_workflow(team)).execution
-    for index, status in enumerate(["completed", "completed", "running", "pending"]):
+    StepExecution.objects.create(execution=execution, name="fetch", status="completed")
+    StepExecution.objects.create(
+        execution=execution, name="fan", status="running", items=["a", "b", "c", "d"]
+    )
+    # The branches are created as max_parallel allows: two done, one running, one not yet.
+    for index, status in enumerate(["completed", "completed", "running"]):
         StepExecution.objects.create(
             execution=execution, name="fan", fanout_index=index, status=status
         )
@@ -94,8 +101,8 @@ def test_running_executions_show_their_steps_progress(client, team, make_workflo
     assert (running.id, running.status, running.steps_done, running.steps_total) == (
         execution.id,
         "pending",
-        2,
-        4,
+        3,
+        5,
     )
 
 
