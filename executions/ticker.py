@@ -22,7 +22,7 @@ from django.db import connection
 
 from executions import cron, dispatch, locks, promotion, reaper
 
-SPAN = 5.0  # seconds one link of the chain runs
+SPAN = 2.0  # seconds one link of the chain runs
 RESOLUTION = 0.25  # seconds between looks at what is due
 CRON_INTERVAL = 1.0
 

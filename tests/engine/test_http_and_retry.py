@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from executions.models import StepExecution
+from tests.engine.conftest import run, wait_terminal
+from workflows.models import WorkflowDefinition
+
+
+class Handler(BaseHTTPRequestHandler):
+    hits: dict[str, int] = {}
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"] or 0))
+        Handler.hits[self.path] = Handler.hits.get(self.path, 0) + 1
+        if self.path == "/flaky" and Handler.hits[self.path] == 1:
+            self.reply(503, {"error": "try again"})
+        elif self.path == "/missing":
+            self.reply(404, {"error": "no such thing"})
+        else:
+            self.reply(200, {"got": json.loads(body), "auth": self.headers["X-Token"]})
+
+    def reply(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    Handler.hits = {}
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def request_workflow(url: str, *, retry: str = "") -> str:
+    return f"""
+name: call
+inputs:
+  name: {{type: string, default: mantle}}
+steps:
+  - name: call
+    action: http/request
+    {retry}
+    params:
+      method: POST
+      url: "{url}"
+      headers: {{X-Token: "t-{{{{ inputs.name }}}}"}}
+      body: {{name: "{{{{ inputs.name }}}}"}}
+      timeout: 5s
+"""
+
+
+def test_it_posts_json_and_keeps_the_response(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition], server: str
+) -> None:
+    engine()
+    execution = wait_terminal(run(apply(request_workflow(f"{server}/ok"))))
+    assert execution.status == "completed", execution.error
+    output = StepExecution.objects.get(execution=execution).output
+    assert output["status"] == 200
+    assert output["json"] == {"got": {"name": "mantle"}, "auth": "t-mantle"}
+    assert output["headers"]["content-type"] == "application/json"
+
+
+def test_a_4xx_fails_the_step_with_the_response_kept(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition], server: str
+) -> None:
+    engine()
+    execution = wait_terminal(run(apply(request_workflow(f"{server}/missing"))))
+    step = StepExecution.objects.get(execution=execution)
+    assert (execution.status, step.status) == ("failed", "failed")
+    assert step.error.endswith("/missing: HTTP 404 Not Found")
+    assert step.output["json"] == {"error": "no such thing"}
+
+
+def test_a_connection_error_says_so(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine()
+    execution = wait_terminal(run(apply(request_workflow(f"http://127.0.0.1:{port}/x"))))
+    step = StepExecution.objects.get(execution=execution)
+    assert step.status == "failed"
+    assert f"POST http://127.0.0.1:{port}/x: connection failed:" in step.error
+
+
+def test_a_failed_attempt_is_retried_after_the_backoff_and_then_succeeds(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition], server: str
+) -> None:
+    engine()
+    retry = "retry: {max_attempts: 3, backoff: exponential}"
+    execution = wait_terminal(run(apply(request_workflow(f"{server}/flaky", retry=retry))))
+    step = StepExecution.objects.get(execution=execution)
+    assert execution.status == "completed", execution.error
+    assert (step.status, step.attempt, step.output["status"]) == ("completed", 2, 200)
+    assert Handler.hits["/flaky"] == 2
