@@ -203,7 +203,7 @@ def busy_state(make_team, make_workflow) -> None:
     for workflow, count in counts:
         for _ in range(count):
             admit(team=workflow.team, workflow=workflow)
-    _seed_history(refund, ingest, charge)
+    _seed_history(refund, ingest, charge, payout)
     _seed_steps(payments, search)
 
 
@@ -238,7 +238,14 @@ def _seed_steps(*teams: Team) -> None:
     holders = Execution.objects.filter(team__in=teams, status=Status.PENDING).order_by("created_at")
     steps = []
     for n, execution in enumerate(holders):
+        # A step done, then a fan-out over 8 items whose branches are created as they start.
         done = (n * 3) % 8
+        steps += [
+            StepExecution(execution=execution, name="validate", status=StepStatus.COMPLETED),
+            StepExecution(
+                execution=execution, name="notify", status=StepStatus.RUNNING, items=[0] * 8
+            ),
+        ]
         steps += [
             StepExecution(
                 execution=execution,
@@ -246,7 +253,7 @@ def _seed_steps(*teams: Team) -> None:
                 fanout_index=i,
                 status=StepStatus.COMPLETED if i < done else StepStatus.RUNNING,
             )
-            for i in range(8)
+            for i in range(done + 2)
         ]
     StepExecution.objects.bulk_create(steps)
     holders.update(status=Status.RUNNING, started_at=F("created_at"))
