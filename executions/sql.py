@@ -23,6 +23,18 @@ SELECT t.max_concurrent_executions,
  WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
 """
 
+# The admitted execution. created_at and (when queued) queued_at take the same
+# statement_timestamp(), after the locks were granted: the FIFO order of the queue.
+ADMISSION_INSERT = """
+INSERT INTO executions_execution
+       (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
+        idempotency_key, error, queued_at)
+VALUES (gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
+        %(inputs)s::jsonb, %(trigger)s::jsonb, %(forced)s, %(blocked_by)s, %(idempotency_key)s, '',
+        CASE WHEN %(status)s = 'queued' THEN statement_timestamp() END)
+RETURNING id, created_at, queued_at
+"""
+
 # 1-based position of a queued execution in its workflow's queue.
 QUEUE_POSITION = """
 SELECT count(*) FROM executions_execution e

@@ -1,0 +1,113 @@
+"""`python -m bench` (`make bench`): the four figures of issue 5, printed and written to
+bench/RESULTS.md. `--quick` runs in under two minutes; the default in under ten."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="short rounds: under two minutes")
+    parser.add_argument("--seconds", type=int, help="length of one round (default 3, quick 1)")
+    parser.add_argument("--rounds", type=int, help="rounds per figure, median taken (default 3)")
+    parser.add_argument("--clients", default="1,4,16", help="client counts of figure 1")
+    parser.add_argument(
+        "--kinds",
+        default="open,limited",
+        help="figure 1 workflows: open (no limit) and/or limited (most admissions queue)",
+    )
+    parser.add_argument("--finished", type=int, help="finished rows of figure 4 (default 1e6)")
+    parser.add_argument("--samples", type=int, help="latency samples of figure 3 (default 200)")
+    parser.add_argument("--http-workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument(
+        "--only", default="1,2,3,4", help="figures to run, e.g. --only 1,4 (2 needs 1)"
+    )
+    parser.add_argument(
+        "--embedded", action="store_true", help="use the embedded PostgreSQL under .mantle/"
+    )
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md")
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    options = _parser().parse_args(argv)
+    quick = options.quick
+    seconds = options.seconds or (1 if quick else 3)
+    rounds = options.rounds or 3
+    finished = options.finished if options.finished is not None else 100_000 if quick else 1_000_000
+    samples = options.samples or (50 if quick else 200)
+    clients = [int(c) for c in options.clients.split(",")]
+    kinds = options.kinds.split(",")
+    if quick and options.clients == "1,4,16":
+        clients = [1, 16]
+    if quick and options.kinds == "open,limited":
+        kinds = ["open"]
+    only = {int(f) for f in options.only.split(",")}
+    if 2 in only and 16 not in clients:
+        clients.append(16)
+    only |= {1} if 2 in only else set()
+
+    from bench import database
+
+    started = time.monotonic()
+    url, label = database.prepare(embedded=options.embedded)
+    print(f"database: {label}, {url}", flush=True)
+
+    from bench import admission, fixtures, growth, http, machine, promotion, report
+
+    results = report.Report()
+    # The 100 teams first: every team, workflow and version id of the hot team is then far from
+    # the lock namespaces (see bench.pgbench), whatever order the database saw before.
+    many = {kind: fixtures.fleet("bench-many", 100, kind) for kind in kinds}
+    hot = {kind: fixtures.fleet("bench-hot", 1, kind) for kind in (*kinds, "open")}
+    print("| " + " | ".join(report.HEADER) + " |", flush=True)
+    rates: dict[tuple[str, int], float] = {}
+    if 1 in only:
+        fleets = {}
+        for kind in kinds:
+            fleets[f"hot team, {kind}"] = hot[kind]
+            fleets[f"100 teams, {kind}"] = many[kind]
+        rates = admission.run(
+            results, url=url, fleets=fleets, clients=clients, seconds=seconds, rounds=rounds
+        )
+    if 2 in only:
+        http.run(
+            results,
+            hot=hot["open"],
+            direct_rate=rates[("hot team, open", 16)] if "open" in kinds else float("nan"),
+            seconds=max(seconds, 2),
+            rounds=rounds,
+            workers=options.http_workers,
+        )
+    if 3 in only:
+        chain = fixtures.fleet("bench-chain", 1, "chain")[0]
+        promotion.run(results, chain=chain, samples=samples, cluster=True)
+    if 4 in only:
+        backlog = fixtures.fleet("bench-backlog", 1, "limited")[0]
+        growth.run(
+            results,
+            hot=hot["open"],
+            backlog=backlog,
+            finished=finished,
+            clients=16,
+            seconds=seconds,
+            rounds=rounds,
+        )
+    settings = (
+        f"{seconds} s rounds, {rounds} rounds, clients {clients}, {finished:,} finished rows, "
+        f"{samples} latency samples; {time.monotonic() - started:.0f} s in all"
+    )
+    print()
+    print(report.table(results.rows))
+    for note in results.notes:
+        print(f"note: {note}")
+    if not options.no_write:
+        report.write(results, machine=machine.describe(server_label=label), settings=settings)
+        print(f"written to {report.RESULTS}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,53 @@
+"""Figure 1: admission throughput through the service against pgbench running the identical SQL.
+
+For each fleet (one hot team, 100 teams), each workflow kind (`open`: every admission is
+pending; `limited`: most queue) and each client count, rounds alternate pgbench and the service
+on emptied tables, so growth of the table in one round does not bias the next.
+"""
+
+from __future__ import annotations
+
+from bench import database, fixtures, pgbench, throughput
+from bench.report import Report, ratio_row
+
+GOAL_AT_16 = 0.70
+
+
+def run(
+    report: Report,
+    *,
+    url: str,
+    fleets: dict[str, list[fixtures.Target]],
+    clients: list[int],
+    seconds: int,
+    rounds: int,
+) -> dict[tuple[str, int], float]:
+    """Report rows; return the service's median rate per (scenario, clients)."""
+    service_rates: dict[tuple[str, int], float] = {}
+    for scenario, targets in fleets.items():
+        database.truncate_executions()
+        script = pgbench.script(targets)
+        with pgbench.script_file(script) as path:
+            for count in clients:
+                ours: list[float] = []
+                limit: list[float] = []
+                for round_ in range(rounds):
+                    order = ("service", "pgbench") if round_ % 2 else ("pgbench", "service")
+                    for side in order:
+                        database.truncate_executions()
+                        if side == "pgbench":
+                            limit.append(pgbench.run(path, clients=count, seconds=seconds, url=url))
+                        else:
+                            ours.append(throughput.service(targets, clients=count, seconds=seconds))
+                row = ratio_row(
+                    "1 admission",
+                    f"{scenario}, {count} clients (vs pgbench)",
+                    ours,
+                    limit,
+                    "/s",
+                    GOAL_AT_16 if count == 16 else 0,
+                )
+                report.add(row)
+                service_rates[(scenario, count)] = sorted(ours)[len(ours) // 2]
+    database.truncate_executions()
+    return service_rates

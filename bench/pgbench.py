@@ -1,0 +1,151 @@
+"""pgbench running the SQL of one admission: the physical limit for that transaction.
+
+The script is not written by hand: it is captured from a real `admit()` call (every statement
+executed inside its transaction, in order), so it cannot drift from executions/admission.py,
+executions/sql.py and executions/locks.py. The team, workflow and version become pgbench
+variables; a new execution id becomes gen_random_uuid(); every other value stays a literal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+from psycopg import sql as psql
+from psycopg.pq import TransactionStatus
+
+from bench.fixtures import Target, progression
+from executions.admission import admit
+
+VARIABLES = ("team_id", "workflow_id", "version_id")
+
+
+def binary() -> str:
+    """pgbench matching the server: the embedded server's own, else Debian's, else PATH."""
+    candidates = []
+    try:
+        from mantle_site import embedded_db
+
+        if "/" in (connection.settings_dict["HOST"] or ""):
+            candidates.append(Path(embedded_db._server().bin_path) / "pgbench")
+    except Exception:  # no embedded server: fall through to the system's pgbench
+        pass
+    candidates.append(Path("/usr/lib/postgresql/15/bin/pgbench"))
+    which = shutil.which("pgbench")
+    if which:
+        candidates.append(Path(which))
+    for candidate in candidates:
+        if candidate.exists():
+            return str(candidate)
+    raise RuntimeError("pgbench not found (apt-get install postgresql-client)")
+
+
+def capture_admission(target: Target) -> list[tuple[str, Any]]:
+    """The (sql, params) of every statement one admission runs inside its transaction."""
+    captured: list[tuple[str, Any]] = []
+    transactions = 0
+
+    def wrapper(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        nonlocal transactions
+        wrapper_connection = context["connection"]
+        # IDLE before a statement: it opens a transaction. Only the first (the admission) is
+        # captured, not the dispatch to the worker cluster that follows its commit.
+        if wrapper_connection.connection.info.transaction_status == TransactionStatus.IDLE:
+            transactions += 1
+        if wrapper_connection.in_atomic_block and transactions == 1:
+            captured.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        admit(team=target.team, workflow=target.workflow)
+    return captured
+
+
+def _render(value: Any, ids: dict[int, str], name: str | None) -> str:
+    if name in VARIABLES:
+        return f":{name}"
+    if isinstance(value, int) and not isinstance(value, bool) and value in ids:
+        return f":{ids[value]}"
+    if isinstance(value, uuid.UUID):
+        return "gen_random_uuid()"
+    if isinstance(value, str) and ":" in value:
+        # pgbench would read `:name` inside a string literal as a variable.
+        escaped = value.replace("\\", "\\\\").replace("'", "''").replace(":", "\\072")
+        return f"E'{escaped}'"
+    return psql.Literal(value).as_string(connection.connection)
+
+
+def _statement(sql: str, params: Any, ids: dict[int, str]) -> str:
+    if isinstance(params, dict):
+        text = re.sub(r"%\((\w+)\)s", lambda m: _render(params[m[1]], ids, m[1]), sql)
+    else:
+        values = iter(params or ())
+        text = re.sub(r"%s", lambda m: _render(next(values), ids, None), sql)
+    return text.replace("%%", "%").strip().rstrip(";") + ";"
+
+
+def script(targets: list[Target]) -> str:
+    """A pgbench script: a random target of the fleet, then the captured admission."""
+    sample = targets[-1]
+    ids = {
+        sample.team.id: "team_id",
+        sample.workflow.id: "workflow_id",
+        sample.workflow.current_version_id: "version_id",
+    }
+    if len(ids) != 3 or min(ids) <= 10:
+        raise RuntimeError(f"ambiguous ids for the pgbench script: {ids}")
+    columns = {
+        "team_id": [t.team.id for t in targets],
+        "workflow_id": [t.workflow.id for t in targets],
+        "version_id": [t.workflow.current_version_id for t in targets],
+    }
+    lines = [f"\\set k random(0, {len(targets) - 1})"]
+    for name, values in columns.items():
+        first, step = progression(values)
+        lines.append(f"\\set {name} {first} + {step} * :k")
+    # A limited workflow is captured full, as it runs in the benchmark: the admission queues.
+    for _ in range(sample.workflow.current_version.max_parallel_executions):
+        admit(team=sample.team, workflow=sample.workflow)
+    lines.append("BEGIN;")
+    lines += [_statement(sql, params, ids) for sql, params in capture_admission(sample)]
+    lines.append("END;")
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def script_file(text: str) -> Iterator[str]:
+    with tempfile.NamedTemporaryFile("w", suffix=".pgbench", delete=False) as handle:
+        handle.write(text)
+    try:
+        yield handle.name
+    finally:
+        os.unlink(handle.name)
+
+
+def run(script_path: str, *, clients: int, seconds: int, url: str) -> float:
+    """Transactions per second (excluding connection time); raises when a transaction failed."""
+    command = [
+        binary(),
+        "--no-vacuum",
+        "--protocol=prepared",
+        f"--client={clients}",
+        f"--jobs={min(clients, os.cpu_count() or 1)}",
+        f"--time={seconds}",
+        f"--file={script_path}",
+        url,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120)
+    output = result.stdout + result.stderr
+    failed = re.search(r"number of failed transactions: (\d+)", output)
+    if result.returncode != 0 or (failed and int(failed[1])):
+        raise RuntimeError(f"pgbench failed:\n{output}")
+    return float(re.search(r"tps = ([\d.]+)", output)[1])  # type: ignore[index]

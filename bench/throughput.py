@@ -1,0 +1,56 @@
+"""Admission throughput through `executions.admission.admit`: Python threads, each on its own
+Django database connection (closed at the end), admitting into random targets of a fleet."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+
+from django.db import connection, connections
+
+from bench.fixtures import Target
+from executions.admission import admit
+
+
+def service(targets: list[Target], *, clients: int, seconds: float) -> float:
+    """Admissions per second over `seconds`, after one warm-up admission per client."""
+    barrier = threading.Barrier(clients + 1)
+    counts = [0] * clients
+    finished = [0.0] * clients
+    errors: list[BaseException] = []
+    deadline = [0.0]
+    go = threading.Event()
+
+    def client(index: int) -> None:
+        rng = random.Random(index)
+        try:
+            connection.ensure_connection()
+            admit(team=targets[0].team, workflow=targets[0].workflow)
+            barrier.wait(timeout=60)
+            go.wait(timeout=60)
+            while time.perf_counter() < deadline[0]:
+                target = targets[rng.randrange(len(targets))]
+                admit(team=target.team, workflow=target.workflow)
+                counts[index] += 1
+        except BaseException as error:
+            errors.append(error)
+            barrier.abort()
+        finally:
+            finished[index] = time.perf_counter()
+            connections.close_all()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout=60)
+    start = time.perf_counter()
+    deadline[0] = start + seconds
+    go.set()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return sum(counts) / (max(finished) - start)
