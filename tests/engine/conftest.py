@@ -47,7 +47,6 @@ class Cluster:
             "MANTLE_ENGINE_BROKER": broker,
             **{f"MANTLE_ENGINE_{key.upper()}": str(value) for key, value in ENGINE.items()},
         }
-        env.pop("MANTLE_CONFIG", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "django", "qcluster"],
             env=env,
