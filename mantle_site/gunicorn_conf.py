@@ -12,6 +12,9 @@ wsgi_app = "mantle_site.wsgi"
 accesslog = "-"
 timeout = 30
 graceful_timeout = 10
+# One default path per user (~/.gunicorn/gunicorn.ctl) would be fought over by every `mantle
+# serve` on the machine (split roles, tests); Mantle does not use the control interface.
+control_socket_disable = True
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.db import connection
 
 from executions.models import Execution, Status
 from teams.models import Team
@@ -101,18 +100,13 @@ def scrape(text: str, name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def database_url() -> str:
-    params = connection.settings_dict
-    port = f":{params['PORT']}" if params["PORT"] else ""
-    return f"postgresql://{params['USER']}@{params['HOST'] or '127.0.0.1'}{port}/{params['NAME']}"
-
-
-@pytest.fixture
-def serve(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Server]]:
+def serve(tmp_path: Path, test_database_url: str) -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
     def start(*, web_only: bool = True, workers: int = 4) -> Server:
-        server = Server(tmp_path, database_url=database_url, web_only=web_only, workers=workers)
+        server = Server(
+            tmp_path, database_url=test_database_url, web_only=web_only, workers=workers
+        )
         servers.append(server)
         server.wait_ready()
         return server
