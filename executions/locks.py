@@ -35,8 +35,25 @@ def _lock(namespace: Namespace, key: int) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", [namespace, key])
 
 
+# Every admission and promotion takes its team's lock first. A transaction that waits longer
+# than this for any lock (this one, a workflow's, a row's) gives up with LockNotAvailable, which
+# the API answers 503 `busy`: a flooded team (or a stuck lock holder) costs its own requests a
+# bounded wait instead of piling them up until gunicorn kills its workers, and the web workers
+# stay free for other teams. Far above a healthy wait (a few ms per queued admission).
+LOCK_TIMEOUT_MS = 2000
+
+_LOCK_TEAM_SQL = """
+SELECT pg_advisory_xact_lock(%s::int, %s::int)
+  FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
+"""
+
+
 def lock_team(team_id: int) -> None:
-    _lock(Namespace.TEAM, team_id)
+    """The team's lock, with `lock_timeout` set for the rest of the transaction (SET LOCAL, in
+    the same round trip: the volatile subquery runs before the lock is requested)."""
+    _require_transaction()
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_TEAM_SQL, [Namespace.TEAM, team_id, f"{LOCK_TIMEOUT_MS}ms"])
 
 
 def lock_workflows(workflow_ids: Iterable[int]) -> None:

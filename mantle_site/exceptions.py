@@ -2,7 +2,8 @@
 
 Three places produce errors and all three end here: DRF views (the exception handler, which also
 translates the services' exceptions), Django itself before or around a view (404 for an unknown
-URL, 500; turned into JSON by the middleware), and a database that is down (503 from either).
+URL, 500; turned into JSON by the middleware), and a database that is down or too busy (503 from
+either).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from psycopg import errors as pg_errors
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -28,6 +30,10 @@ logger = logging.getLogger(__name__)
 
 JSON_PREFIXES = ("/api/", "/hooks/", "/healthz", "/readyz", "/metrics")
 DATABASE_ERRORS = (OperationalError, InterfaceError)
+# A lock wait past `lock_timeout` (executions.locks) or a statement past `statement_timeout`: the
+# database is up, but this team's work is contended. Django wraps them in OperationalError.
+BUSY_ERRORS = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
+BUSY_RETRY_AFTER = "1"
 
 
 class ApiError(exceptions.APIException):
@@ -87,11 +93,25 @@ def database_unavailable_body() -> dict[str, Any]:
     return error_body("database_unavailable", "the database is unreachable; retry later")
 
 
+def _is_busy(exc: Exception) -> bool:
+    return isinstance(exc, OperationalError) and isinstance(exc.__cause__, BUSY_ERRORS)
+
+
+def _database_error(exc: Exception) -> tuple[dict[str, Any], dict[str, str]]:
+    """(body, headers) of the 503 for a database error: busy, or unreachable."""
+    if _is_busy(exc):
+        logger.warning("database busy: %s", exc)
+        detail = "too many concurrent requests for this team; retry later"
+        return error_body("busy", detail), {"Retry-After": BUSY_RETRY_AFTER}
+    logger.warning("database unavailable: %s", exc)
+    return database_unavailable_body(), {}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]."""
     if isinstance(exc, DATABASE_ERRORS):
-        logger.warning("database unavailable: %s", exc)
-        return Response(database_unavailable_body(), status=503)
+        body, headers = _database_error(exc)
+        return Response(body, status=503, headers=headers)
     exc = _translate(exc) or exc
     if not isinstance(exc, exceptions.APIException):
         return None  # a bug: Django's 500, turned into JSON by the middleware
@@ -135,8 +155,8 @@ class JsonErrorMiddleware:
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if isinstance(exc, DATABASE_ERRORS):
-            logger.warning("database unavailable: %s", exc)
-            return JsonResponse(database_unavailable_body(), status=503)
+            body, headers = _database_error(exc)
+            return JsonResponse(body, status=503, headers=headers)
         if request.path.startswith(JSON_PREFIXES):
             logger.exception("unhandled error on %s", request.path, exc_info=exc)
             return JsonResponse(error_body("internal_error", "internal server error"), status=500)
