@@ -2,14 +2,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from django_q.conf import Conf
 
+from executions import schedules
 from teams.models import Team
 from teams.services import team_create
+from tests.processes import ENGINE, Cluster, Server
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
 
@@ -36,6 +40,57 @@ def test_database_url(transactional_db: None) -> str:
     host = quote(params["HOST"] or "", safe="")
     port = f":{params['PORT']}" if params["PORT"] else ""
     return f"postgresql://{params['USER']}@{host}{port}/{params['NAME']}"
+
+
+@pytest.fixture
+def engine(
+    transactional_db: None,
+    engine_config: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[Callable[..., Cluster]]:
+    """engine(workers=4, broker="orm"): start a worker cluster on the test database (leases and
+    intervals of tests.processes.ENGINE); every cluster stops at teardown. Their output is in
+    tmp_path/cluster-<n>.log."""
+    engine_config(**ENGINE)
+    clusters: list[Cluster] = []
+
+    def start(*, workers: int = 4, broker: str = "orm") -> Cluster:
+        if broker != "orm":
+            # This process hands work to the same broker as the cluster.
+            monkeypatch.setattr(Conf, "ORM", None)
+            monkeypatch.setattr(Conf, "REDIS", broker)
+        log = (tmp_path / f"cluster-{len(clusters)}.log").open("wb")
+        cluster = Cluster(workers=workers, broker=broker, log=log)
+        clusters.append(cluster)
+        if len(clusters) == 1:
+            schedules.start_engine()
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, test_database_url: str) -> Iterator[Callable[..., Server]]:
+    """serve(web_only=True, workers=4): a real `mantle serve` on the test database and a free
+    local port, ready; stopped at teardown."""
+    servers: list[Server] = []
+
+    def start(
+        *, web_only: bool = True, workers: int = 4, env: dict[str, str] | None = None
+    ) -> Server:
+        server = Server(
+            tmp_path, database_url=test_database_url, web_only=web_only, workers=workers, env=env
+        )
+        servers.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
 
 
 @pytest.fixture

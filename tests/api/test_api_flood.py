@@ -3,18 +3,11 @@ webhook floods, the idempotency race, and metrics summed across processes."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
@@ -24,96 +17,14 @@ from teams.models import Team
 from teams.services import api_key_create
 from tests.api.conftest import hook_yaml
 from tests.concurrency.harness import Sampler
+from tests.processes import scrape
 from workflows.services import workflow_apply
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
 FLOOD = 200
 CLIENT_THREADS = 32
 LIMIT = 3
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    """`mantle serve` in a process group of its own, logging to a file."""
-
-    def __init__(self, tmp: Path, *, database_url: str, web_only: bool, workers: int) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.log = tmp / "serve.log"
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
-            "MANTLE_SERVER_WORKERS": str(workers),
-            "MANTLE_ENGINE_WORKERS": "2",
-            "MANTLE_HOME": str(tmp / "home"),
-        }
-        role = ["--web-only"] if web_only else []
-        command = [sys.executable, "manage.py", "mantle_serve", *role, "--bind", self.url[7:]]
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"mantle serve not ready:\n{self.log.read_text()}")
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-    def metric(self, name: str, **labels: str) -> float:
-        text = httpx.get(f"{self.url}/metrics", timeout=10).text
-        return scrape(text, name, **labels)
-
-
-def scrape(text: str, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels` (0 when none)."""
-    total = 0.0
-    for line in text.splitlines():
-        match = re.fullmatch(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
-        if not match or match[1] != name:
-            continue
-        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match[2] or ""))
-        if all(found.get(key) == value for key, value in labels.items()):
-            total += float(match[3])
-    return total
-
-
-@pytest.fixture
-def serve(tmp_path: Path, test_database_url: str) -> Iterator[Callable[..., Server]]:
-    servers: list[Server] = []
-
-    def start(*, web_only: bool = True, workers: int = 4) -> Server:
-        server = Server(
-            tmp_path, database_url=test_database_url, web_only=web_only, workers=workers
-        )
-        servers.append(server)
-        server.wait_ready()
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def post_concurrently(

@@ -1,0 +1,131 @@
+"""Real processes for the tests that need them: a worker cluster (`python -m django qcluster`)
+and `mantle serve`, each against a database given as a URL, with short leases and intervals from
+MANTLE_ENGINE_* variables. The fixtures that start them (`engine`, `serve`) are in conftest.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+from urllib.parse import quote, urlencode
+
+import httpx
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE = {"step_lease": 2.0, "reaper_interval": 0.5, "queue_poll_interval": 1.0}
+
+
+def database_url() -> str:
+    """The test database as a URL (the host may be a socket directory: embedded PostgreSQL)."""
+    db = settings.DATABASES["default"]
+    query = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or "5432", **db["OPTIONS"]}
+    password = f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else ""
+    return f"postgresql://{quote(db['USER'])}{password}@/{db['NAME']}?{urlencode(query)}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, *, workers: int, broker: str, log: IO[bytes]) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "MANTLE_ENGINE_WORKERS": str(workers),
+            "MANTLE_ENGINE_BROKER": broker,
+            **{f"MANTLE_ENGINE_{key.upper()}": str(value) for key, value in ENGINE.items()},
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "django", "qcluster"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+class Server:
+    """`mantle serve` in a process group of its own, logging to a file."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        database_url: str,
+        web_only: bool,
+        workers: int,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.log = tmp / "serve.log"
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
+            "MANTLE_SERVER_WORKERS": str(workers),
+            "MANTLE_ENGINE_WORKERS": "2",
+            "MANTLE_HOME": str(tmp / "home"),
+            **(env or {}),
+        }
+        role = ["--web-only"] if web_only else []
+        command = [sys.executable, "manage.py", "mantle_serve", *role, "--bind", self.url[7:]]
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"mantle serve not ready:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def metric(self, name: str, **labels: str) -> float:
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        return scrape(text, name, **labels)
+
+
+def scrape(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels` (0 when none)."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.fullmatch(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
+        if not match or match[1] != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match[2] or ""))
+        if all(found.get(key) == value for key, value in labels.items()):
+            total += float(match[3])
+    return total
