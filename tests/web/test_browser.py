@@ -29,15 +29,16 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser)"),
 ]
-# Playwright's sync API runs an event loop in this thread; the ORM calls made here between
-# browser steps are plain blocking calls all the same.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 WAIT_MS = 10_000
 
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
+    # Playwright's sync API keeps an event loop running in this thread; the ORM calls the tests
+    # make between browser steps are plain blocking calls all the same.
+    unsafe = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
@@ -53,6 +54,10 @@ def browser() -> Iterator[Browser]:
         )
         yield browser
         browser.close()
+    if unsafe is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = unsafe
 
 
 @pytest.fixture
