@@ -1,5 +1,6 @@
 """The engine's clock: the reaper every `engine.reaper_interval`, the backup promotion poller
-every `engine.queue_poll_interval`, and cron triggers every second.
+every `engine.queue_poll_interval`, cron triggers every second and the dashboard's queue samples
+every 20 s.
 
 django-q2's scheduler only looks at its schedules every 30 s (its guard loop), too coarse for
 sub-minute intervals. So the clock is a task that ticks in a loop for SPAN seconds and then
@@ -20,11 +21,12 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from executions import cron, dispatch, locks, promotion, reaper
+from executions import cron, dashboard_samples, dispatch, locks, promotion, reaper
 
 SPAN = 2.0  # seconds one link of the chain runs
 RESOLUTION = 0.25  # seconds between looks at what is due
 CRON_INTERVAL = 1.0
+QUEUE_SAMPLE_INTERVAL = 20.0  # the dashboard's queue-depth chart has one-minute buckets
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ def tick(state: dict[str, Any]) -> None:
         reaper.reap()
     if _due(state, "poller", engine.queue_poll_interval, now):
         promotion.promote_all(trigger="poller")
+    if _due(state, "queue_samples", QUEUE_SAMPLE_INTERVAL, now):
+        dashboard_samples.record_queue_samples()
     if _due(state, "cron", CRON_INTERVAL, now):
         since = state.get("cron_until", now)
         cron.admit_due(

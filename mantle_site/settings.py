@@ -29,7 +29,10 @@ def _database(url: str) -> dict[str, object]:
         "HOST": params.pop("host", ""),
         "PORT": params.pop("port", ""),
         "OPTIONS": params,
-        "CONN_MAX_AGE": 0,
+        # Persistent connections: a webhook must not pay for a new PostgreSQL connection. The
+        # health check drops a connection the server closed (e.g. after a restart).
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": os.environ.get("MANTLE_TEST_DATABASE")},
     }
 

@@ -5,7 +5,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from executions.models import Execution, StepExecution
+from executions.models import Execution, QueueSample, StepExecution
 from tests.engine.conftest import run, wait_for, wait_terminal
 from tests.engine.test_steps import max_overlap
 from workflows.models import WorkflowDefinition
@@ -71,3 +71,14 @@ def test_the_engine_runs_end_to_end_on_the_redis_broker(
     assert [e.status for e in executions] == ["pending", "pending", "queued", "queued"]
     for execution in executions:
         assert wait_terminal(execution).status == "completed"
+
+
+def test_the_clock_samples_queue_depth_for_the_dashboard(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    workflow = apply(NAP)
+    run(workflow, seconds=30)
+    run(workflow, seconds=0)
+    engine()
+    sample = wait_for(lambda: QueueSample.objects.filter(workflow=workflow, queued=1).first())
+    assert sample.running == 1
