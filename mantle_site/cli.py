@@ -31,6 +31,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"mantle: unknown command {args[0]!r}\n{USAGE}", file=sys.stderr)
         raise SystemExit(2)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mantle_site.settings")
+    _share_metrics_with_local_server()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line([f"mantle {args[0]}", command, *args[1:]])
+
+
+def _share_metrics_with_local_server() -> None:
+    """A rejection by `mantle run` is counted where this machine's `mantle serve` scrapes it."""
+    from mantle_site import embedded_db
+
+    directory = embedded_db.home() / "metrics"
+    if directory.is_dir():
+        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(directory))

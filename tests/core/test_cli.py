@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from executions.admission import admit
 from executions.models import Execution, Status
@@ -160,9 +162,13 @@ def test_seed_demo_applies_the_examples(capsys):
     assert all(w.current_version.number == 1 for w in team.workflows.all())
 
 
-def mantle(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
+def mantle(
+    *args: str, database_url: str, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     mantle_script = Path(sys.executable).with_name("mantle")
     env = {**os.environ, "DATABASE_URL": database_url}
+    if home is not None:
+        env["MANTLE_HOME"] = str(home)
     return subprocess.run(
         [str(mantle_script), *args], env=env, capture_output=True, text=True, timeout=60
     )
@@ -181,3 +187,19 @@ def test_the_console_script_exit_codes(test_database_url, team, make_workflow):
     assert mantle("frobnicate", database_url=test_database_url).returncode == 2
     status = mantle("status", admitted.stdout.split()[0], database_url=test_database_url)
     assert status.stdout.splitlines()[0] == "pending"
+
+
+def test_a_cli_rejection_is_counted_where_the_local_server_scrapes(
+    test_database_url, team, make_workflow, tmp_path
+):
+    (tmp_path / "metrics").mkdir()  # what `mantle serve` prepares under MANTLE_HOME
+    make_workflow(team, limit=1, on_limit="reject")
+    for expected in (0, 3):
+        done = mantle(
+            "run", "deploy", "--team", "acme", database_url=test_database_url, home=tmp_path
+        )
+        assert done.returncode == expected, done.stderr
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(tmp_path / "metrics"))
+    labels = {"team": "acme", "workflow": "deploy", "scope": "workflow"}
+    assert registry.get_sample_value("mantle_executions_rejected_total", labels) == 1
