@@ -8,6 +8,7 @@ server: `ensure_running()` starts it (idempotently, under pgserver's inter-proce
 
 from __future__ import annotations
 
+import atexit
 import os
 import warnings
 from pathlib import Path
@@ -68,8 +69,10 @@ def _pg_ctl(server, action: str) -> None:  # type: ignore[no-untyped-def]
         socket_dir = server.get_postmaster_info().socket_dir
         args[:0] = ["-o", f'-h "" -k {socket_dir}', "-l", str(server.log)]
     pgexec("pg_ctl", args, bin_path=server.bin_path, user=server.system_user, timeout=60)
-    # pgserver caches one handle per data directory; after a restart or stop it is stale.
+    # pgserver caches one handle per data directory, and cleans it up at exit; after a restart
+    # or a stop that handle is stale, so it is dropped with its exit hook.
     type(server)._instances.pop(server.pgdata, None)
+    atexit.unregister(server._cleanup)
 
 
 def stop() -> None:
