@@ -109,9 +109,13 @@ def run_step_tasks_done(step_id: int) -> int:
 def test_a_worker_stopped_past_its_lease_loses_the_step_and_cannot_write_over_the_new_attempt(
     engine: Callable[..., object], team: Team
 ) -> None:
-    """Catches a settle (or heartbeat) not fenced by the attempt's lease owner: the stopped
-    worker resumes with its sleep already over and would settle the step `completed` while
-    the attempt the reaper handed to another worker is still running."""
+    """Catches writes of an attempt not fenced by its lease owner (runner.py: the heartbeat's
+    and settle's conditions): the stopped worker resumes with its sleep already over, and
+    unfenced it renews the lease of the new attempt and settles the step `completed` while the
+    attempt the reaper handed to another worker is still running (checked by removing the owner
+    from both conditions in a copy). Unfencing settle alone is caught only when the resumed
+    worker settles before it heartbeats, which is a race; usually the fenced heartbeat makes it
+    drop the attempt first."""
     engine()
     execution = run(workflow_apply(team=team, content=STUBBORN).workflow)
     step = wait_for(
