@@ -31,4 +31,7 @@ def promote_after_terminal(
         metrics.count_terminal(**labels)
         promotion.promote_team(team_id, trigger="completion")
 
-    transaction.on_commit(after_commit)
+    # The transition is committed whatever happens next: a promotion that fails now (the team's
+    # lock busy past lock_timeout, the database gone) is logged and left to the backup poller,
+    # never turned into an error for the caller that made the transition.
+    transaction.on_commit(after_commit, robust=True)

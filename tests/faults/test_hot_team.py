@@ -24,12 +24,14 @@ import httpx
 import pytest
 from django.db import connections, transaction
 
-from executions import locks
-from executions.models import SLOT_HOLDING, Execution
+from executions import locks, promotion
+from executions.admission import admit
+from executions.models import SLOT_HOLDING, Execution, Status
 from teams.models import Team
-from tests.api.conftest import hook_yaml
+from tests.api.conftest import client_of, hook_yaml
 from tests.faults.flood import Flood, Result, median_latency, post
 from tests.processes import Server
+from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -100,3 +102,29 @@ def test_a_flooded_team_answers_busy_after_a_bounded_wait_and_other_teams_do_not
     assert Execution.objects.filter(workflow__team=hot, status__in=SLOT_HOLDING).count() == 1
     # The other team did not wait behind the hot team's lock.
     assert loaded <= 2 * unloaded
+
+
+def test_a_cancel_committed_while_its_teams_lock_is_busy_answers_200_and_the_poller_promotes(
+    team: Team, make_workflow: Callable[..., WorkflowDefinition]
+) -> None:
+    """The promotion after a committed transition may find the team's lock busy past
+    lock_timeout: the transition stands (no 503 for a cancel that happened), the queue waits
+    for the backup poller."""
+    workflow = make_workflow(team, limit=1)
+    running = admit(team=team, workflow=workflow).execution
+    waiting = admit(team=team, workflow=workflow).execution
+    held = threading.Event()
+    holder = threading.Thread(target=hold_team_lock, args=(team, held, LOCK_TIMEOUT + 1))
+    holder.start()
+    try:
+        assert held.wait(timeout=10)
+        response = client_of(team).post(f"/api/v1/executions/{running.id}/cancel")
+    finally:
+        holder.join(timeout=LOCK_TIMEOUT + 5)
+    assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "cancelled"
+    waiting.refresh_from_db()
+    assert waiting.status == Status.QUEUED
+    assert promotion.promote_all(trigger="poller") == 1
+    waiting.refresh_from_db()
+    assert waiting.status == Status.PENDING
