@@ -123,8 +123,7 @@ def _admit_locked(
     idempotency_key: str | None,
 ) -> Admission:
     with transaction.atomic():
-        locks.lock_team(team.id)
-        locks.lock_workflows([workflow.id])
+        locks.lock_team_and_workflow(team.id, workflow.id)
         blocked_by = None
         if not force:
             state = read_state(team_id=team.id, workflow_id=workflow.id)

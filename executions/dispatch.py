@@ -14,10 +14,10 @@ from django_q.tasks import async_task
 
 def _enqueue(func: str, args: Iterable[Any], group: str) -> None:
     # django-q2's ORM broker calls close_old_connections() before each enqueue made outside a
-    # transaction, which with CONN_MAX_AGE=0 closes this thread's connection: every dispatch
-    # reconnected to PostgreSQL (~4 ms, 90% of an admission). In a transaction it does not, and
-    # the tasks of one call are written in one commit.
-    with transaction.atomic():
+    # transaction, which can close this thread's connection. In a transaction it does not, and
+    # the tasks of one call are written in one commit. Inside the caller's transaction (admission)
+    # no savepoint is needed: a failed enqueue fails the whole admission anyway.
+    with transaction.atomic(savepoint=False):
         for arg in args:
             async_task(func, arg, group=group)
 

@@ -47,6 +47,11 @@ SELECT pg_advisory_xact_lock(%s::int, %s::int)
   FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
 """
 
+_LOCK_TEAM_AND_WORKFLOW_SQL = """
+SELECT pg_advisory_xact_lock(%s::int, %s::int), pg_advisory_xact_lock(%s::int, %s::int)
+  FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
+"""
+
 
 def lock_team(team_id: int) -> None:
     """The team's lock, with `lock_timeout` set for the rest of the transaction (SET LOCAL, in
@@ -54,6 +59,17 @@ def lock_team(team_id: int) -> None:
     _require_transaction()
     with connection.cursor() as cursor:
         cursor.execute(_LOCK_TEAM_SQL, [Namespace.TEAM, team_id, f"{LOCK_TIMEOUT_MS}ms"])
+
+
+def lock_team_and_workflow(team_id: int, workflow_id: int) -> None:
+    """lock_team then lock_workflows([workflow_id]) in one round trip (admission's hot path).
+    The target list is evaluated left to right: the team's lock is always requested first."""
+    _require_transaction()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _LOCK_TEAM_AND_WORKFLOW_SQL,
+            [Namespace.TEAM, team_id, Namespace.WORKFLOW, workflow_id, f"{LOCK_TIMEOUT_MS}ms"],
+        )
 
 
 def lock_workflows(workflow_ids: Iterable[int]) -> None:

@@ -30,3 +30,4 @@ def without_locks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bug the race tests must catch: admission and promotion without advisory locks."""
     monkeypatch.setattr(locks, "lock_team", lambda team_id: None)
     monkeypatch.setattr(locks, "lock_workflows", lambda workflow_ids: None)
+    monkeypatch.setattr(locks, "lock_team_and_workflow", lambda team_id, workflow_id: None)
