@@ -13,6 +13,7 @@ from django.http import HttpRequest
 
 from executions.lifecycle import NotCancellable, cancel_execution
 from executions.models import Execution, StepExecution
+from mantle_site.admin_inlines import ReadOnlyTabularInline
 from workflows.models import WorkflowDefinition
 
 
@@ -36,18 +37,9 @@ class WorkflowFilter(admin.RelatedFieldListFilter):
         return [(w.pk, str(w)) for w in workflows]
 
 
-class StepExecutionInline(admin.TabularInline):
+class StepExecutionInline(ReadOnlyTabularInline):
     model = StepExecution
     fields = ["name", "fanout_index", "status", "attempt", "started_at", "completed_at", "error"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Execution)

@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from mantle_site.admin_inlines import ReadOnlyTabularInline
 from teams.models import Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowInvalid
@@ -42,19 +43,10 @@ class UploadVersionForm(forms.Form):
         return cleaned
 
 
-class VersionInline(admin.TabularInline):
+class VersionInline(ReadOnlyTabularInline):
     model = WorkflowVersion
     fields = ["number", "max_parallel_executions", "on_limit", "created_at"]
-    readonly_fields = fields
     show_change_link = True
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(WorkflowDefinition)
