@@ -3,13 +3,16 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.utils import timezone
 
+from executions.lifecycle import cancel_execution
 from executions.models import StepExecution
-from tests.engine.conftest import run, wait_terminal
+from tests.engine.conftest import run, wait_for, wait_terminal
 from workflows.models import WorkflowDefinition
 
 
@@ -19,7 +22,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"] or 0))
         Handler.hits[self.path] = Handler.hits.get(self.path, 0) + 1
-        if self.path == "/flaky" and Handler.hits[self.path] == 1:
+        if self.path == "/slow":
+            time.sleep(10)
+            self.reply(200, {})
+        elif self.path == "/flaky" and Handler.hits[self.path] == 1:
             self.reply(503, {"error": "try again"})
         elif self.path == "/missing":
             self.reply(404, {"error": "no such thing"})
@@ -113,3 +119,21 @@ def test_a_failed_attempt_is_retried_after_the_backoff_and_then_succeeds(
     assert execution.status == "completed", execution.error
     assert (step.status, step.attempt, step.output["status"]) == ("completed", 2, 200)
     assert Handler.hits["/flaky"] == 2
+
+
+def test_cancelling_abandons_a_request_in_flight(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition], server: str
+) -> None:
+    engine()
+    execution = run(
+        apply(request_workflow(f"{server}/slow").replace("timeout: 5s", "timeout: 20s"))
+    )
+    wait_for(lambda: Handler.hits.get("/slow"))  # the request is at the server
+    cancelled_at = timezone.now()
+    cancel_execution(execution.id)
+    step = wait_for(
+        lambda: StepExecution.objects.filter(execution=execution, status="cancelled").first(),
+        timeout=5,
+    )
+    assert (step.completed_at - cancelled_at).total_seconds() <= 1.5  # not the server's 10 s
+    assert wait_terminal(execution).status == "cancelled"

@@ -78,6 +78,29 @@ steps:
     assert statuses == {"maybe": "skipped", "then": "skipped", "always": "completed"}
 
 
+def test_a_failure_with_continue_on_error_lets_its_dependants_run(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: tolerant
+steps:
+  - name: optional
+    action: test/fail
+    params: {message: "cache warm-up failed"}
+    continue_on_error: true
+  - name: main
+    action: test/echo
+    params: {ran: true}
+    depends_on: [optional]
+""")
+    execution = wait_terminal(run(workflow))
+    assert execution.status == "completed", execution.error
+    steps = {s.name: s for s in StepExecution.objects.filter(execution=execution)}
+    assert (steps["optional"].status, steps["optional"].error) == ("failed", "cache warm-up failed")
+    assert (steps["main"].status, steps["main"].output) == ("completed", {"ran": True})
+
+
 def test_a_step_over_its_timeout_fails_and_fails_the_execution(
     engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
 ) -> None:
