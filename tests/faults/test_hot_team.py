@@ -15,6 +15,7 @@ then waits behind the hot team's holder and its latency explodes).
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections import Counter
@@ -29,7 +30,7 @@ from executions.admission import admit
 from executions.models import SLOT_HOLDING, Execution, Status
 from teams.models import Team
 from tests.api.conftest import client_of, hook_yaml
-from tests.faults.flood import Flood, Result, median_latency, post
+from tests.faults.flood import Flood, Result, latencies, post
 from tests.processes import Server
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
@@ -37,7 +38,7 @@ from workflows.services import workflow_apply
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HOT_CLIENTS = 10
-HOLD = 4.5  # seconds the hot team's lock is held: two lock_timeouts and then some
+HOLD = 5.0  # seconds the hot team's lock is held: two lock_timeouts and then some
 LOCK_TIMEOUT = locks.LOCK_TIMEOUT_MS / 1000
 
 
@@ -59,7 +60,9 @@ def test_a_flooded_team_answers_busy_after_a_bounded_wait_and_other_teams_do_not
     workflow_apply(team=cold, content=hook_yaml("cold", "/hooks/cold"))
     server = serve(workers=HOT_CLIENTS + 3)
     cold_client = httpx.Client(timeout=10)
-    unloaded, _ = median_latency(cold_client, f"{server.url}/hooks/cold", seconds=1.5)
+    cold_url = f"{server.url}/hooks/cold"
+    # Unloaded: before the flood and after it (the machine's other load drifts meanwhile).
+    unloaded = latencies(cold_client, cold_url, seconds=1)
 
     def hot_request(client: httpx.Client, n: int) -> Result:
         return post(client, f"{server.url}/hooks/hot")
@@ -71,11 +74,13 @@ def test_a_flooded_team_answers_busy_after_a_bounded_wait_and_other_teams_do_not
         holder.start()
         assert held.wait(timeout=10)
         hold_started = time.monotonic()
-        loaded, samples = median_latency(cold_client, f"{server.url}/hooks/cold", seconds=HOLD - 1)
+        during_hold = latencies(cold_client, cold_url, seconds=HOLD - 1)
         holder.join(timeout=HOLD + 5)
         released = time.monotonic()
         time.sleep(1.5)
+    unloaded += latencies(cold_client, cold_url, seconds=1)
     cold_client.close()
+    loaded, unloaded = statistics.median(during_hold), statistics.median(unloaded)
 
     results = flood.results
     statuses = Counter(r.status for r in results)
@@ -86,7 +91,7 @@ def test_a_flooded_team_answers_busy_after_a_bounded_wait_and_other_teams_do_not
         f"\n[faults] hot team x{HOT_CLIENTS} clients, lock held {HOLD}s: {dict(statuses)}, "
         f"busy answered in {waits[0]:.2f}-{waits[-1]:.2f}s; cold team median "
         f"{unloaded * 1000:.1f} ms unloaded, {loaded * 1000:.1f} ms loaded "
-        f"({samples} requests during the hold)"
+        f"({len(during_hold)} requests during the hold)"
     )
     assert set(statuses) <= {202, 503}, [r for r in results if r.status not in (202, 503)]
     assert all(
@@ -95,7 +100,7 @@ def test_a_flooded_team_answers_busy_after_a_bounded_wait_and_other_teams_do_not
     # Bounded: every request blocked by the holder gave up after lock_timeout, none waited it out.
     assert during and all(r.status == 503 for r in during)
     assert len(busy) >= HOT_CLIENTS
-    assert max(r.seconds for r in results) < LOCK_TIMEOUT + 1.5
+    assert max(r.seconds for r in results) < LOCK_TIMEOUT + 2.5  # slack for a loaded machine
     assert all(r.seconds > LOCK_TIMEOUT - 0.1 for r in busy)
     # Admission resumed once the holder let go; the hot team's limit held.
     assert any(r.status == 202 and r.started > released for r in results)
