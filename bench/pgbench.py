@@ -1,9 +1,12 @@
 """pgbench running the SQL of one admission: the physical limit for that transaction.
 
-The script is not written by hand: it is captured from a real `admit()` call (every statement
-executed inside its transaction, in order), so it cannot drift from executions/admission.py,
-executions/sql.py and executions/locks.py. The team, workflow and version become pgbench
-variables; a new execution id becomes gen_random_uuid(); every other value stays a literal.
+Mantle admits with one call of the PL/pgSQL function `mantle_admit` (executions/sql.py). The
+reference runs the same statements the function is built from, one round trip each, in one
+transaction: BEGIN; locks.ADMISSION_LOCKS; sql.ADMISSION_STATE; sql.ADMISSION_INSERT; then
+sql.DISPATCH_INSERT (pending) or sql.QUEUE_POSITION (queued); END. The values are the arguments
+of a real `admit()` call (captured), so they cannot drift either. The team, workflow and
+version become pgbench variables; a new execution id becomes gen_random_uuid(), the admission
+time clock_timestamp(); every other value stays a literal.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from typing import Any
 
 from django.db import connection
 from psycopg import sql as psql
-from psycopg.pq import TransactionStatus
 
 from bench.fixtures import Target, progression
+from executions import locks
+from executions import sql as queries
 from executions.admission import admit
 
 VARIABLES = ("team_id", "workflow_id", "version_id")
+CLOCK = object()  # the admission time, taken after the locks
 
 
 def binary() -> str:
@@ -50,24 +55,26 @@ def binary() -> str:
 
 
 def capture_admission(target: Target) -> list[tuple[str, Any]]:
-    """The (sql, params) of every statement one admission runs inside its transaction."""
-    captured: list[tuple[str, Any]] = []
-    transactions = 0
+    """The (sql, params) of the statements mantle_admit runs for one real admission."""
+    calls: list[Any] = []
 
     def wrapper(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        nonlocal transactions
-        wrapper_connection = context["connection"]
-        # IDLE before a statement: it opens a transaction. Only the first (the admission) is
-        # captured, not the dispatch to the worker cluster that follows its commit.
-        if wrapper_connection.connection.info.transaction_status == TransactionStatus.IDLE:
-            transactions += 1
-        if wrapper_connection.in_atomic_block and transactions == 1:
-            captured.append((sql, params))
+        if sql == queries.ADMIT:
+            calls.append(params)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(wrapper):
-        admit(team=target.team, workflow=target.workflow)
-    return captured
+        admitted = admit(team=target.team, workflow=target.workflow).execution
+    (params,) = calls
+    params = {
+        **params,
+        "status": admitted.status,
+        "blocked_by": admitted.blocked_by,
+        "created_at": CLOCK,
+    }
+    last = queries.DISPATCH_INSERT if admitted.status == "pending" else queries.QUEUE_POSITION
+    statements = [locks.ADMISSION_LOCKS, queries.ADMISSION_STATE, queries.ADMISSION_INSERT, last]
+    return [(statement, params) for statement in statements]
 
 
 def _render(value: Any, ids: dict[int, str], name: str | None) -> str:
@@ -77,6 +84,8 @@ def _render(value: Any, ids: dict[int, str], name: str | None) -> str:
         return f":{ids[value]}"
     if isinstance(value, uuid.UUID):
         return "gen_random_uuid()"
+    if value is CLOCK:
+        return "clock_timestamp()"
     if isinstance(value, str) and ":" in value:
         # pgbench would read `:name` inside a string literal as a variable.
         escaped = value.replace("\\", "\\\\").replace("'", "''").replace(":", "\\072")

@@ -1,22 +1,26 @@
 """Admission: the one place that decides pending, queued or rejected (CONTRACT §4).
 
-A request, a CLI call, a cron tick and a webhook all come here. One transaction: lock the team,
-then the workflow; count the slot holders; insert `pending`, insert `queued`, or reject without
-writing anything.
+A request, a CLI call, a cron tick and a webhook all come here. The decision is the PL/pgSQL
+function `mantle_admit` (executions/sql.py), one statement: lock the team, then the workflow;
+count the slot holders; insert `pending` (with its task for the worker cluster), insert
+`queued`, or reject without writing anything. Called outside a transaction, that statement is
+the transaction: the locks are held for the function and its commit, and no Python runs under
+them. Inside a caller's transaction, the locks are held until that transaction ends.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
 
 from executions import dispatch, locks, metrics, sql
-from executions.models import BlockedBy, Execution, Rejection, Status
+from executions.models import Execution, Rejection, Status
 from teams.models import Team, effective_team_limit
-from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
+from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
 
 
@@ -35,31 +39,6 @@ class Admission:
     queue_position: int | None
 
 
-@dataclass(frozen=True)
-class AdmissionState:
-    """What a newcomer is judged against, read under the team and workflow locks."""
-
-    team_limit: int
-    workflow_limit: int
-    on_limit: str
-    team_holders: int
-    workflow_holders: int
-    workflow_has_queue: bool
-    team_has_blocked_queue: bool
-
-    def blocked_by(self) -> str | None:
-        """Why a newcomer must wait, or None. FIFO: it never overtakes a queued execution of its
-        workflow, nor one of its team that waits for a team slot. The team is checked first."""
-        if self.team_has_blocked_queue or _full(self.team_holders, self.team_limit):
-            return BlockedBy.TEAM
-        if self.workflow_has_queue or _full(self.workflow_holders, self.workflow_limit):
-            return BlockedBy.WORKFLOW
-        return None
-
-    def limit_of(self, scope: str) -> int:
-        return self.team_limit if scope == BlockedBy.TEAM else self.workflow_limit
-
-
 _SPECS: dict[tuple[int, str], WorkflowSpec] = {}
 
 
@@ -72,10 +51,6 @@ def _spec(version: WorkflowVersion) -> WorkflowSpec:
             _SPECS.clear()
         spec = _SPECS[key] = WorkflowSpec.from_dict(version.spec)
     return spec
-
-
-def _full(holders: int, limit: int) -> bool:
-    return limit > 0 and holders >= limit
 
 
 def admit(
@@ -122,68 +97,55 @@ def _admit_locked(
     force: bool,
     idempotency_key: str | None,
 ) -> Admission:
-    with transaction.atomic():
-        locks.lock_team_and_workflow(team.id, workflow.id)
-        blocked_by = None
-        if not force:
-            state = read_state(team_id=team.id, workflow_id=workflow.id)
-            blocked_by = state.blocked_by()
-            if blocked_by and state.on_limit == OnLimit.REJECT:
-                metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=blocked_by)
-                raise ConcurrencyLimitExceeded(scope=blocked_by, limit=state.limit_of(blocked_by))
-        execution = _insert(
-            team=team,
-            workflow=workflow,
-            version=version,
-            status=Status.QUEUED if blocked_by else Status.PENDING,
-            inputs=inputs,
-            trigger=trigger or {},
-            forced=force,
-            blocked_by=blocked_by,
-            idempotency_key=idempotency_key,
-        )
-        if blocked_by is None:
-            dispatch.start_executions_with_transaction([execution.id])
-            return Admission(execution=execution, queue_position=None)
-        return Admission(execution=execution, queue_position=queue_position(execution))
-
-
-def _insert(
-    *, team: Team, workflow: WorkflowDefinition, version: WorkflowVersion, **fields: Any
-) -> Execution:
-    """One INSERT … RETURNING, without the ORM's per-row work (no signal listens to inserts)."""
+    execution_id = uuid.uuid4()
+    task_key, task = dispatch.execution_task(execution_id) or (None, None)
+    fields = {
+        "inputs": inputs,
+        "trigger": trigger or {},
+        "forced": force,
+        "idempotency_key": idempotency_key,
+    }
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.ADMISSION_INSERT,
+            sql.ADMIT,
             {
                 **fields,
+                "id": execution_id,
                 "team_id": team.id,
                 "workflow_id": workflow.id,
                 "version_id": version.id,
-                "inputs": json.dumps(fields["inputs"]),
+                "inputs": json.dumps(inputs),
                 "trigger": json.dumps(fields["trigger"]),
+                "default_team_limit": effective_team_limit(None),
+                "team_namespace": locks.Namespace.TEAM,
+                "workflow_namespace": locks.Namespace.WORKFLOW,
+                "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
+                "task_key": task_key,
+                "task": task,
             },
         )
-        execution_id, created_at, queued_at = cursor.fetchone()
+        outcome, scope, limit, created_at, position = cursor.fetchone()
+    if outcome == sql.REJECTED:
+        metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
+        raise ConcurrencyLimitExceeded(scope=scope, limit=limit)
     execution = Execution(
         id=execution_id,
         team=team,
         workflow=workflow,
         version=version,
+        status=outcome,
+        blocked_by=scope,
         created_at=created_at,
-        queued_at=queued_at,
+        queued_at=created_at if outcome == Status.QUEUED else None,
         **fields,
     )
     execution._state.adding = False
     execution._state.db = connection.alias
-    return execution
-
-
-def read_state(*, team_id: int, workflow_id: int) -> AdmissionState:
-    with connection.cursor() as cursor:
-        cursor.execute(sql.ADMISSION_STATE, {"team_id": team_id, "workflow_id": workflow_id})
-        team_override, workflow_limit, on_limit, *counts = cursor.fetchone()
-    return AdmissionState(effective_team_limit(team_override), workflow_limit, on_limit, *counts)
+    if outcome == Status.QUEUED:
+        return Admission(execution=execution, queue_position=position)
+    if task is None:
+        transaction.on_commit(lambda: dispatch.start_executions([execution_id]))
+    return Admission(execution=execution, queue_position=None)
 
 
 def queue_position(execution: Execution) -> int:

@@ -1,5 +1,5 @@
 """Hand work to the worker cluster (django-q2): after commit, or with the transaction when the
-broker is the database itself."""
+broker is the database itself (admission writes the task in mantle_admit)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django_q.brokers import Broker
 from django_q.tasks import async_task
+
+RUN_EXECUTION = "executions.worker.run_execution"
 
 
 def _enqueue(func: str, args: Iterable[Any], group: str) -> None:
@@ -23,17 +26,27 @@ def _enqueue(func: str, args: Iterable[Any], group: str) -> None:
 
 
 def start_executions(execution_ids: Iterable[uuid.UUID]) -> None:
-    _enqueue("executions.worker.run_execution", (str(i) for i in execution_ids), "executions")
+    _enqueue(RUN_EXECUTION, (str(i) for i in execution_ids), "executions")
 
 
-def start_executions_with_transaction(execution_ids: list[uuid.UUID]) -> None:
-    """Dispatch executions being written by the current transaction. With the ORM broker the
-    tasks are written in that transaction: they commit with the executions or not at all, and
-    cost no commit of their own. A Redis broker is not transactional: after commit."""
-    if settings.MANTLE.engine.broker == "orm":
-        start_executions(execution_ids)
-    else:
-        transaction.on_commit(lambda: start_executions(execution_ids))
+class _Keep(Broker):
+    """A broker that keeps the signed task it is handed instead of sending it."""
+
+    task: str
+
+    def enqueue(self, task: str) -> None:
+        self.task = task
+
+
+def execution_task(execution_id: uuid.UUID) -> tuple[str, str] | None:
+    """(queue key, signed task) of an execution's start, built by django-q2 itself, for a caller
+    that writes it into the ORM broker's queue in its own transaction (mantle_admit does, when
+    it admits as pending). None with a Redis broker: start_executions after commit instead."""
+    if settings.MANTLE.engine.broker != "orm":
+        return None
+    kept = _Keep()
+    async_task(RUN_EXECUTION, str(execution_id), group="executions", broker=kept)
+    return kept.list_key, kept.task
 
 
 def start_steps(step_ids: Iterable[int]) -> None:

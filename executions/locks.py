@@ -4,6 +4,11 @@ Every lock but `session_lock` (the engine clock's, on a connection of its own) i
 transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
 the two-int form `(namespace, primary key)` so keys never collide across kinds.
 Lock order is team → workflow (workflows in id order), always; anything else can deadlock.
+
+The one exception to "inside transaction.atomic()": admission's ADMISSION_LOCKS, the first
+statement of the PL/pgSQL function `mantle_admit` (executions/sql.py), called with the
+namespaces below. Called outside a transaction, the function's statement is its transaction:
+the locks are released by its commit, with no Python in between.
 """
 
 from __future__ import annotations
@@ -47,9 +52,12 @@ SELECT pg_advisory_xact_lock(%s::int, %s::int)
   FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
 """
 
-_LOCK_TEAM_AND_WORKFLOW_SQL = """
-SELECT pg_advisory_xact_lock(%s::int, %s::int), pg_advisory_xact_lock(%s::int, %s::int)
-  FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
+# lock_team then lock_workflows([workflow_id]) in one statement, the team's lock first (a target
+# list is evaluated left to right, after the volatile subquery): mantle_admit's locks.
+ADMISSION_LOCKS = """
+SELECT pg_advisory_xact_lock(%(team_namespace)s, %(team_id)s::int),
+       pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int)
+  FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS bounded
 """
 
 
@@ -59,17 +67,6 @@ def lock_team(team_id: int) -> None:
     _require_transaction()
     with connection.cursor() as cursor:
         cursor.execute(_LOCK_TEAM_SQL, [Namespace.TEAM, team_id, f"{LOCK_TIMEOUT_MS}ms"])
-
-
-def lock_team_and_workflow(team_id: int, workflow_id: int) -> None:
-    """lock_team then lock_workflows([workflow_id]) in one round trip (admission's hot path).
-    The target list is evaluated left to right: the team's lock is always requested first."""
-    _require_transaction()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _LOCK_TEAM_AND_WORKFLOW_SQL,
-            [Namespace.TEAM, team_id, Namespace.WORKFLOW, workflow_id, f"{LOCK_TIMEOUT_MS}ms"],
-        )
 
 
 def lock_workflows(workflow_ids: Iterable[int]) -> None:

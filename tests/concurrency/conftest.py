@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from django.db import connection
 
-from executions import locks
+from executions import locks, sql
 from tests.concurrency.harness import Sampler
 
 
@@ -26,8 +27,26 @@ def sampler() -> Iterator[Callable[[int], Sampler]]:
 
 
 @pytest.fixture
-def without_locks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bug the race tests must catch: admission and promotion without advisory locks."""
+def without_locks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The bug the race tests must catch: admission and promotion without advisory locks.
+
+    Admission's locks are the first statement of mantle_admit: the installed function is
+    replaced by its own source (pg_get_functiondef, so the variant cannot drift) without that
+    statement, and with a sleep between the count and the insert to widen the race window."""
     monkeypatch.setattr(locks, "lock_team", lambda team_id: None)
     monkeypatch.setattr(locks, "lock_workflows", lambda workflow_ids: None)
-    monkeypatch.setattr(locks, "lock_team_and_workflow", lambda team_id, workflow_id: None)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef('mantle_admit'::regproc)")
+        original = cursor.fetchone()[0]
+        assert original.count(sql.LOCKS_IN_FUNCTION) == 1
+        unlocked = original.replace(sql.LOCKS_IN_FUNCTION, "PERFORM 1").replace(
+            "_created_at := clock_timestamp();",
+            "PERFORM pg_sleep(0.005); _created_at := clock_timestamp();",
+        )
+        assert unlocked.count("pg_sleep") == 1
+        cursor.execute(unlocked)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(original)

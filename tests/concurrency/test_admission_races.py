@@ -7,7 +7,7 @@ import time
 import pytest
 from django.db import connections
 
-from executions import admission, promotion
+from executions import promotion
 from executions.admission import ConcurrencyLimitExceeded, admit
 from executions.lifecycle import finish_execution
 from executions.models import Execution, Status
@@ -105,17 +105,9 @@ def test_the_workflow_limit_holds_under_a_flood_with_completions(make_team, make
 
 
 def test_without_locks_the_same_flood_breaks_the_limit(
-    make_team, make_workflow, sampler, without_locks, monkeypatch
+    make_team, make_workflow, sampler, without_locks
 ):
     """Proof that the harness catches the bug: remove the locks and the limit is exceeded."""
-    read_state = admission.read_state
-
-    def slow_read_state(**kwargs):  # widens the window between count and insert
-        state = read_state(**kwargs)
-        time.sleep(0.005)
-        return state
-
-    monkeypatch.setattr(admission, "read_state", slow_read_state)
     team = make_team()
     workflow = make_workflow(team, limit=LIMIT)
     watch = sampler(team.id)
