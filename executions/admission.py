@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,10 @@ def _admit_locked(
         "forced": force,
         "idempotency_key": idempotency_key,
     }
-    with connection.cursor() as cursor:
+    # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
+    # fails this admission only, and the caller's transaction stays usable.
+    savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with savepoint, connection.cursor() as cursor:
         cursor.execute(
             sql.ADMIT,
             {
