@@ -3,17 +3,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django_q.conf import Conf
 
 from executions import schedules
 from teams.models import Team
 from teams.services import team_create
-from tests.processes import ENGINE, Cluster, Server
+from tests.processes import ENGINE, Cluster, Server, database_url
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
 
@@ -24,22 +22,26 @@ def engine_config() -> Iterator[Callable[..., None]]:
     original = settings.MANTLE
 
     def override(**values: object) -> None:
+        current = settings.MANTLE
         settings.MANTLE = dataclasses.replace(
-            original, engine=dataclasses.replace(original.engine, **values)
+            current, engine=dataclasses.replace(current.engine, **values)
         )
 
     yield override
     settings.MANTLE = original
 
 
+@pytest.fixture(autouse=True)
+def default_team_limit_is_unlimited(engine_config: Callable[..., None]) -> None:
+    """Tests do not depend on the ./mantle.yaml they happen to run beside (its default is 50)."""
+    engine_config(max_concurrent_executions_per_team=0)
+
+
 @pytest.fixture
 def test_database_url(transactional_db: None) -> str:
     """A URL of the test database, for subprocesses (`mantle …`, qcluster, gunicorn) to use as
     DATABASE_URL. Only committed data is visible to them, hence transactional_db."""
-    params = connection.settings_dict
-    host = quote(params["HOST"] or "", safe="")
-    port = f":{params['PORT']}" if params["PORT"] else ""
-    return f"postgresql://{params['USER']}@{host}{port}/{params['NAME']}"
+    return database_url()
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = {"step_lease": 2.0, "reaper_interval": 0.5, "queue_poll_interval": 1.0}
+# The suite's own configuration, whatever ./mantle.yaml or the caller's environment says.
+CONFIG = {"MANTLE_CONFIG": str(ROOT / "tests" / "mantle.yaml")}
 
 
 def database_url() -> str:
@@ -40,6 +42,7 @@ class Cluster:
     def __init__(self, *, workers: int, broker: str, log: IO[bytes]) -> None:
         env = {
             **os.environ,
+            **CONFIG,
             "DATABASE_URL": database_url(),
             "MANTLE_ENGINE_WORKERS": str(workers),
             "MANTLE_ENGINE_BROKER": broker,
@@ -79,6 +82,7 @@ class Server:
         self.log = tmp / "serve.log"
         env = {
             **os.environ,
+            **CONFIG,
             "DATABASE_URL": database_url,
             "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
             "MANTLE_SERVER_WORKERS": str(workers),

@@ -15,6 +15,7 @@ from executions.admission import admit
 from executions.models import Execution, Status
 from teams.models import ApiKey, Team
 from tests.conftest import workflow_yaml
+from tests.processes import CONFIG
 from workflows.models import WorkflowDefinition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -166,7 +167,7 @@ def mantle(
     *args: str, database_url: str, home: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     mantle_script = Path(sys.executable).with_name("mantle")
-    env = {**os.environ, "DATABASE_URL": database_url}
+    env = {**os.environ, **CONFIG, "DATABASE_URL": database_url}
     if home is not None:
         env["MANTLE_HOME"] = str(home)
     return subprocess.run(

@@ -1,0 +1,31 @@
+"""Structural checks whose failure message says how to fix it."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from executions import sql
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "executions" / "migrations"
+
+
+@pytest.mark.django_db
+def test_no_model_change_lacks_a_migration():
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+def test_the_migrations_install_the_admission_function_the_code_builds():
+    latest = None
+    for path in sorted(MIGRATIONS.glob("0*.py")):
+        module = importlib.import_module(f"executions.migrations.{path.stem}")
+        if "FUNCTION mantle_admit(" in getattr(module, "ADMIT_FUNCTION", ""):
+            latest = module
+    assert latest is not None, "no migration installs mantle_admit"
+    assert latest.ADMIT_FUNCTION == sql.ADMIT_FUNCTION, (
+        "executions/sql.py builds a different mantle_admit than the migrations install: add a "
+        "migration that runs the new sql.ADMIT_FUNCTION (frozen as a literal), like 0004"
+    )
