@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
+from psycopg import errors as pg_errors
 
 
 class Namespace(IntEnum):
@@ -59,6 +60,13 @@ SELECT pg_advisory_xact_lock(%(team_namespace)s, %(team_id)s::int),
        pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int)
   FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS bounded
 """
+
+
+def is_busy(error: BaseException) -> bool:
+    """A lock wait that gave up (lock_timeout) or a statement cancelled by a timeout."""
+    return isinstance(error, OperationalError) and isinstance(
+        error.__cause__, pg_errors.LockNotAvailable | pg_errors.QueryCanceled
+    )
 
 
 def lock_team(team_id: int) -> None:

@@ -7,17 +7,20 @@ the backup poller. Same lock order as admission: team, then its queued workflows
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from executions import dispatch, locks, metrics, sql
 from executions.models import BlockedBy
 from teams.models import effective_team_limit
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,17 @@ def promote_all(*, trigger: str) -> int | None:
         with connection.cursor() as cursor:
             cursor.execute(sql.TEAMS_WITH_QUEUE)
             team_ids = sorted(row[0] for row in cursor.fetchall())
-        return sum(len(promote_team(team_id, trigger=trigger)) for team_id in team_ids)
+        promoted = 0
+        for team_id in team_ids:
+            try:
+                promoted += len(promote_team(team_id, trigger=trigger))
+            except OperationalError as error:
+                # One team's lock held past lock_timeout must not cost every other team its
+                # backup promotion: promote_team's savepoint rolled back, the pass goes on.
+                if not locks.is_busy(error):
+                    raise
+                logger.warning("poller skipped team %s: its lock is busy", team_id)
+        return promoted
 
 
 def limit_loosened(old_limit: int, new_limit: int) -> bool:

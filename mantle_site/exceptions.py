@@ -17,10 +17,10 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from psycopg import errors as pg_errors
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from executions import locks
 from executions.admission import ConcurrencyLimitExceeded
 from executions.idempotency import IdempotencyKeyReused
 from executions.lifecycle import NotCancellable
@@ -30,9 +30,8 @@ logger = logging.getLogger(__name__)
 
 JSON_PREFIXES = ("/api/", "/hooks/", "/healthz", "/readyz", "/metrics")
 DATABASE_ERRORS = (OperationalError, InterfaceError)
-# A lock wait past `lock_timeout` (executions.locks) or a statement past `statement_timeout`: the
-# database is up, but this team's work is contended. Django wraps them in OperationalError.
-BUSY_ERRORS = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
+# A busy database (executions.locks.is_busy: a lock wait past lock_timeout) is up, but this
+# team's work is contended: 503 `busy`, distinct from an unreachable database.
 BUSY_RETRY_AFTER = "1"
 
 
@@ -93,13 +92,9 @@ def database_unavailable_body() -> dict[str, Any]:
     return error_body("database_unavailable", "the database is unreachable; retry later")
 
 
-def _is_busy(exc: Exception) -> bool:
-    return isinstance(exc, OperationalError) and isinstance(exc.__cause__, BUSY_ERRORS)
-
-
 def _database_error(exc: Exception) -> tuple[dict[str, Any], dict[str, str]]:
     """(body, headers) of the 503 for a database error: busy, or unreachable."""
-    if _is_busy(exc):
+    if locks.is_busy(exc):
         logger.warning("database busy: %s", exc)
         detail = "too many concurrent requests for this team; retry later"
         return error_body("busy", detail), {"Retry-After": BUSY_RETRY_AFTER}
