@@ -12,9 +12,7 @@ from executions.models import Execution, Status
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_busy_team_does_not_cost_the_other_teams_their_backup_promotion(
-    make_team, make_workflow
-):
+def test_a_busy_team_does_not_cost_the_other_teams_their_backup_promotion(make_team, make_workflow):
     busy, calm = make_team(max_concurrent_executions=1), make_team(max_concurrent_executions=1)
     waiting = {}
     for team in (busy, calm):
