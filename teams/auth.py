@@ -38,9 +38,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = parts[1].decode("latin-1")
         if not KEY_FORMAT.fullmatch(key):
             raise exceptions.AuthenticationFailed("malformed API key")
-        api_key = ApiKey.objects.select_related("team").filter(key_hash=ApiKey.hash(key)).first()
-        if api_key is None:
-            raise exceptions.AuthenticationFailed("unknown API key")
+        try:
+            api_key = ApiKey.objects.select_related("team").get(key_hash=ApiKey.hash(key))
+        except ApiKey.DoesNotExist:
+            raise exceptions.AuthenticationFailed("unknown API key") from None
         if not api_key.is_active:
             raise exceptions.AuthenticationFailed("revoked API key")
         _touch(api_key)

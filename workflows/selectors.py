@@ -33,4 +33,7 @@ def workflow_list(*, team: Team) -> QuerySet[WorkflowDefinition]:
 
 
 def workflow_get(*, team: Team, name: str) -> WorkflowDefinition | None:
-    return workflow_list(team=team).filter(name=name).first()
+    try:
+        return workflow_list(team=team).get(name=name)  # unique per team: no ORDER BY needed
+    except WorkflowDefinition.DoesNotExist:
+        return None
