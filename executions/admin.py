@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from executions.lifecycle import NotCancellable, cancel_execution
 from executions.models import Execution, StepExecution
-from mantle_site.admin_inlines import ReadOnlyTabularInline
+from mantle_site.admin_readonly import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from workflows.models import WorkflowDefinition
 
 
@@ -43,7 +43,7 @@ class StepExecutionInline(ReadOnlyTabularInline):
 
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "short_id",
         "team",
@@ -114,12 +114,3 @@ class ExecutionAdmin(admin.ModelAdmin):
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("executions.change_execution")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

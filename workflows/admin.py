@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from mantle_site.admin_inlines import ReadOnlyTabularInline
+from mantle_site.admin_readonly import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from teams.models import Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowInvalid
@@ -129,7 +129,7 @@ class WorkflowDefinitionAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkflowVersion)
-class WorkflowVersionAdmin(admin.ModelAdmin):
+class WorkflowVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["workflow", "number", "max_parallel_executions", "on_limit", "created_at"]
     list_filter = ["workflow__team", "on_limit"]
     list_select_related = ["workflow__team"]
@@ -147,12 +147,3 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
     @admin.display(description="YAML")
     def yaml(self, version: WorkflowVersion) -> str:
         return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>', version.content)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

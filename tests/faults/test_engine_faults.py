@@ -19,20 +19,10 @@ from django_q.models import Task
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution, StepStatus
 from teams.models import Team
 from tests.engine.conftest import run, wait_for, wait_terminal
+from tests.engine.test_recovery import NAP
 from tests.processes import ENGINE, ROOT, database_url
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
-
-NAP = """
-name: nap
-max_parallel_executions: 1
-steps:
-  - name: nap
-    action: test/sleep
-    params: {seconds: "{{ inputs.seconds }}"}
-inputs:
-  seconds: {type: number, default: 0}
-"""
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
