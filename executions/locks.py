@@ -25,7 +25,7 @@ class Namespace(IntEnum):
     TEAM = 1
     WORKFLOW = 2
     POLLER = 3
-    CRON = 4
+    # 4 was CRON (cron ticks are deduplicated by idempotency key instead); never reuse it.
     WEBHOOK_PATHS = 5
     ENGINE_TICKER = 6
 

@@ -87,10 +87,6 @@ class Execution(models.Model):
     def __str__(self) -> str:
         return f"{self.workflow.name} {self.id} ({self.status})"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
 
 class StepStatus(models.TextChoices):
     PENDING = "pending"
