@@ -139,19 +139,30 @@ def test_one_scrape_sums_web_and_worker_processes(team: Team, make_workflow, ser
         assert client.post("/api/v1/run/queued").status_code == 202
     assert client.post("/api/v1/run/rejecting").status_code == 202
     assert client.post("/api/v1/run/rejecting").status_code == 429
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done = Execution.objects.filter(workflow__name="queued", status=Status.COMPLETED).count()
-        if done == 3:
-            break
-        time.sleep(0.2)
-    text = httpx.get(f"{server.url}/metrics", timeout=10).text
     slug = team.slug
-    assert scrape(text, "mantle_executions_rejected_total", team=slug, scope="workflow") == 1
-    assert scrape(text, "mantle_executions_total", workflow="queued", status="completed") == 3
-    assert scrape(text, "mantle_promotions_total") >= 2
-    assert scrape(text, "mantle_queue_wait_duration_seconds_count", workflow="queued") == 2
-    assert scrape(text, "mantle_executions_queued", workflow="queued") == 0
+    expected = {
+        ("mantle_executions_rejected_total", ("team", slug), ("scope", "workflow")): 1,
+        ("mantle_executions_total", ("workflow", "queued"), ("status", "completed")): 3,
+        ("mantle_queue_wait_duration_seconds_count", ("workflow", "queued")): 2,
+        ("mantle_executions_queued", ("workflow", "queued")): 0,
+    }
+
+    def observed() -> dict[tuple, float]:
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+        seen = {key: scrape(text, key[0], **dict(key[1:])) for key in expected}
+        seen["promotions"] = scrape(text, "mantle_promotions_total")
+        return seen
+
+    # Terminal and promotion counters are written just after their commits: poll the scrape.
+    deadline = time.monotonic() + 60
+    seen = observed()
+    while time.monotonic() < deadline and not (
+        all(seen[key] == value for key, value in expected.items()) and seen["promotions"] >= 2
+    ):
+        time.sleep(0.2)
+        seen = observed()
+    assert {key: seen[key] for key in expected} == expected
+    assert seen["promotions"] >= 2
 
 
 SLEEP = "  - name: nap\n    action: test/sleep\n    params:\n      seconds: 3\n"
