@@ -73,11 +73,14 @@ SELECT id, team_id, name, status, elapsed, done, total FROM (
          row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank
     FROM executions_execution e
     JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
+    JOIN workflows_workflowversion v ON v.id = e.version_id
     CROSS JOIN LATERAL (
+      -- Every step of the version counts, created yet or not; an expanded fan-out step counts
+      -- as its items.
       SELECT count(*) FILTER (WHERE s.items IS NULL
                AND s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
-             count(*) FILTER (WHERE s.items IS NULL AND s.fanout_index IS NULL)
-               + coalesce(sum(jsonb_array_length(s.items))
+             jsonb_array_length(v.spec -> 'steps')
+               + coalesce(sum(jsonb_array_length(s.items) - 1)
                           FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total
         FROM executions_stepexecution s WHERE s.execution_id = e.id
     ) st

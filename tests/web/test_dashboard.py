@@ -85,12 +85,19 @@ def test_it_counts_rejections_of_the_last_hour(client, team, make_workflow, make
 def test_running_executions_show_their_steps_progress_counting_every_fan_out_item(
     client, team, make_workflow, make_user
 ):
-    execution = admit(team=team, workflow=make_workflow(team)).execution
+    steps = (
+        "  - name: fetch\n    action: test/noop\n"
+        "  - name: fan\n    action: test/echo\n    depends_on: [fetch]\n"
+        '    for_each: "{{ [1, 2, 3, 4] }}"\n    max_parallel: 2\n'
+        "  - name: report\n    action: test/noop\n    depends_on: [fan]\n"
+    )
+    execution = admit(team=team, workflow=make_workflow(team, steps=steps)).execution
     StepExecution.objects.create(execution=execution, name="fetch", status="completed")
     StepExecution.objects.create(
         execution=execution, name="fan", status="running", items=["a", "b", "c", "d"]
     )
-    # The branches are created as max_parallel allows: two done, one running, one not yet.
+    # The branches are created as max_parallel allows: two done, one running, one not yet;
+    # `report` has no row yet but counts: 1 + 4 items + 1.
     for index, status in enumerate(["completed", "completed", "running"]):
         StepExecution.objects.create(
             execution=execution, name="fan", fanout_index=index, status=status
@@ -102,7 +109,7 @@ def test_running_executions_show_their_steps_progress_counting_every_fan_out_ite
         execution.id,
         "pending",
         3,
-        5,
+        6,
     )
 
 
