@@ -34,7 +34,13 @@ def main(argv: list[str] | None = None) -> None:
     _share_metrics_with_local_server()
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line([f"mantle {args[0]}", command, *args[1:]])
+    from mantle_site.config import ConfigError
+
+    try:
+        execute_from_command_line([f"mantle {args[0]}", command, *args[1:]])
+    except ConfigError as error:  # raised while settings load: a message, not a traceback
+        print(f"mantle: configuration error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _share_metrics_with_local_server() -> None:

@@ -204,3 +204,18 @@ def test_a_cli_rejection_is_counted_where_the_local_server_scrapes(
     MultiProcessCollector(registry, path=str(tmp_path / "metrics"))
     labels = {"team": "acme", "workflow": "deploy", "scope": "workflow"}
     assert registry.get_sample_value("mantle_executions_rejected_total", labels) == 1
+
+
+def test_a_bad_config_stops_the_console_script_with_the_key_named(tmp_path):
+    config = tmp_path / "mantle.yaml"
+    config.write_text("engine:\n  max_concurent: 5\n")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("mantle")), "teams", "list"],
+        env={**os.environ, "MANTLE_CONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "configuration error: unknown key 'engine.max_concurent'" in done.stderr
+    assert "Traceback" not in done.stderr
