@@ -26,9 +26,9 @@ from django.db import connection
 from psycopg import sql as psql
 
 from bench.fixtures import Target, progression
-from executions import locks
+from core import locks
 from executions import sql as queries
-from executions.admission import admit
+from executions.services.admission import admit
 
 VARIABLES = ("team_id", "workflow_id", "version_id")
 CLOCK = object()  # the admission time, taken after the locks

@@ -20,9 +20,9 @@ from django.db import transaction
 
 from bench import database, fixtures, servers
 from bench.report import Report, Row
-from executions.admission import admit
-from executions.lifecycle import finish_execution
 from executions.models import TERMINAL, Execution, Status
+from executions.services.admission import admit
+from executions.services.lifecycle import finish_execution
 
 PROMOTION_GOAL_MS = 100.0
 RUNNING_GOAL_MS = 500.0

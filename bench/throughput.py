@@ -11,7 +11,7 @@ import time
 from django.db import connection, connections
 
 from bench.fixtures import Target
-from executions.admission import admit
+from executions.services.admission import admit
 
 
 def service(targets: list[Target], *, clients: int, seconds: float) -> float:

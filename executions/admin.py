@@ -8,12 +8,15 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 
-from executions.lifecycle import NotCancellable, cancel_execution
-from executions.models import Execution, StepExecution
-from mantle_site.admin_readonly import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
+from executions.services.lifecycle import NotCancellable, cancel_execution
+from teams.admin import TeamAdmin
+from teams.models import Team
 from workflows.models import WorkflowDefinition
 
 
@@ -114,3 +117,42 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("executions.change_execution")
+
+
+def _live_count(*statuses: str) -> Coalesce:
+    # A correlated count per team that the partial indexes on live executions answer, instead of
+    # a join over every execution the team ever ran.
+    counts = (
+        Execution.objects.filter(team=OuterRef("pk"), status__in=statuses)
+        .order_by()
+        .values("team")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
+
+
+admin.site.unregister(Team)
+
+
+@admin.register(Team)
+class TeamWithLoadAdmin(TeamAdmin):
+    """Teams with their live executions: executions extends the teams' admin (teams, below it,
+    knows nothing of executions)."""
+
+    list_display = [*TeamAdmin.list_display, "running", "queued"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(running_now=_live_count(*SLOT_HOLDING), queued_now=_live_count(Status.QUEUED))
+        )
+
+    @admin.display(description="running now", ordering="running_now")
+    def running(self, team: Team) -> int:
+        return team.running_now  # type: ignore[attr-defined]
+
+    @admin.display(description="queued now", ordering="queued_now")
+    def queued(self, team: Team) -> int:
+        return team.queued_now  # type: ignore[attr-defined]

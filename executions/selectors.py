@@ -1,4 +1,4 @@
-"""Reads of the queues, shared by the API (`GET /api/v1/queues`) and the dashboard."""
+"""Reads of executions and their queues, for the API, the CLI and the dashboard."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from executions.models import Execution, Status
 from teams.models import Team
 
 # One row per workflow of the teams: its current limits and its live counts. Slot holders
@@ -30,65 +30,70 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
  ORDER BY w.name
 """
 
-_REJECTIONS = """
-SELECT team_id, workflow_id, count(*) FROM executions_rejection
- WHERE team_id = ANY(%(team_ids)s) AND created_at > statement_timestamp() - %(window)s
- GROUP BY team_id, workflow_id
+# 1-based places of queued executions in their workflows' FIFO queues (as QUEUE_POSITION).
+_QUEUE_POSITIONS = """
+SELECT id, position FROM (
+  SELECT id, row_number() OVER (PARTITION BY workflow_id ORDER BY created_at, id) AS position
+    FROM executions_execution
+   WHERE status = 'queued' AND workflow_id = ANY(%(workflow_ids)s)
+) queue WHERE id = ANY(%(ids)s)
 """
 
-# The deepest sampled queue of each workflow per minute, 0 = the current minute.
-_DEPTH = """
-SELECT s.workflow_id,
-       floor(extract(epoch FROM statement_timestamp() - s.taken_at) / 60)::int,
-       max(s.queued)
-  FROM executions_queuesample s
-  JOIN workflows_workflowdefinition w ON w.id = s.workflow_id
- WHERE w.team_id = ANY(%(team_ids)s) AND s.taken_at > statement_timestamp() - %(window)s
- GROUP BY 1, 2
-"""
 
-# The first `limit` queued executions of each team in FIFO order, with their 1-based position in
-# their workflow's queue (the order promotion takes them in).
-_QUEUED = """
-SELECT id, team_id, name, position, blocked_by, wait FROM (
-  SELECT e.id, e.team_id, w.name, e.created_at, e.blocked_by,
-         row_number() OVER (PARTITION BY e.workflow_id ORDER BY e.created_at, e.id) AS position,
-         row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank,
-         extract(epoch FROM statement_timestamp() - e.created_at) AS wait
-    FROM executions_execution e
-    JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
-   WHERE e.team_id = ANY(%(team_ids)s) AND e.status = 'queued'
-) q
- WHERE team_rank <= %(limit)s
- ORDER BY team_id, created_at, id
-"""
+def with_queue_positions(executions: list[Execution]) -> list[Execution]:
+    """Set `queue_position` on each execution: its place when queued, else None. One query."""
+    queued = [e for e in executions if e.status == Status.QUEUED]
+    positions: dict[uuid.UUID, int] = {}
+    if queued:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _QUEUE_POSITIONS,
+                {
+                    "workflow_ids": sorted({e.workflow_id for e in queued}),
+                    "ids": [e.id for e in queued],
+                },
+            )
+            positions = dict(cursor.fetchall())
+    for execution in executions:
+        execution.queue_position = positions.get(execution.id)  # type: ignore[attr-defined]
+    return executions
 
-# The slot holders of each team, oldest first, with their steps' progress: a fan-out step's
-# parent row (it holds the items) counts as one step per item, as its branches are created lazily.
-_RUNNING = """
-SELECT id, team_id, name, status, elapsed, done, total FROM (
-  SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total,
-         extract(epoch FROM statement_timestamp()
-                 - coalesce(e.started_at, e.promoted_at, e.created_at)) AS elapsed,
-         row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank
-    FROM executions_execution e
-    JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
-    JOIN workflows_workflowversion v ON v.id = e.version_id
-    CROSS JOIN LATERAL (
-      -- Every step of the version counts, created yet or not; an expanded fan-out step counts
-      -- as its items.
-      SELECT count(*) FILTER (WHERE s.items IS NULL
-               AND s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
-             jsonb_array_length(v.spec -> 'steps')
-               + coalesce(sum(jsonb_array_length(s.items) - 1)
-                          FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total
-        FROM executions_stepexecution s WHERE s.execution_id = e.id
-    ) st
-   WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN ('pending', 'running')
-) r
- WHERE team_rank <= %(limit)s
- ORDER BY team_id, created_at, id
-"""
+
+def _executions(team: Team) -> QuerySet[Execution]:
+    return Execution.objects.filter(team=team).select_related("workflow", "version")
+
+
+def execution_list(
+    *,
+    team: Team,
+    workflow: str | None = None,
+    status: str | None = None,
+    limit: int = 50,
+    after: tuple[datetime, uuid.UUID] | None = None,
+) -> list[Execution]:
+    """The team's executions, newest first; `after` is the (created_at, id) of the last one seen."""
+    executions = _executions(team).order_by("-created_at", "-id")
+    if workflow is not None:
+        executions = executions.filter(workflow__name=workflow)
+    if status is not None:
+        executions = executions.filter(status=status)
+    if after is not None:
+        created_at, execution_id = after
+        executions = executions.filter(
+            Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=execution_id)
+        )
+    return with_queue_positions(list(executions[:limit]))
+
+
+def execution_get(*, team: Team, execution_id: uuid.UUID) -> Execution | None:
+    """One of the team's executions with its steps; None when absent or another team's."""
+    execution = _executions(team).prefetch_related("steps").filter(id=execution_id).first()
+    return None if execution is None else with_queue_positions([execution])[0]
+
+
+def execution_by_idempotency_key(*, team: Team, key: str) -> Execution | None:
+    execution = _executions(team).filter(idempotency_key=key).first()
+    return None if execution is None else with_queue_positions([execution])[0]
 
 
 @dataclass(frozen=True)
@@ -133,103 +138,3 @@ def teams_queues(*, teams: Iterable[Team]) -> list[TeamQueues]:
         )
         for team in teams
     ]
-
-
-def teams_visible_to(*, user: AbstractBaseUser) -> QuerySet[Team]:
-    """Staff see every team; other users the teams they are members of."""
-    if user.is_staff:
-        return Team.objects.all()
-    return Team.objects.filter(members=user)
-
-
-@dataclass(frozen=True)
-class QueuedExecution:
-    id: uuid.UUID
-    team_id: int
-    workflow: str
-    position: int
-    blocked_by: str | None
-    wait_seconds: float
-
-
-@dataclass(frozen=True)
-class RunningExecution:
-    id: uuid.UUID
-    team_id: int
-    workflow: str
-    status: str
-    elapsed_seconds: float
-    steps_done: int
-    steps_total: int
-
-
-@dataclass(frozen=True)
-class WorkflowPanel:
-    queue: WorkflowQueue
-    rejected_last_hour: int
-    oldest_wait_seconds: float | None
-    depth_per_minute: list[int]  # oldest minute first; the last one is the live depth
-
-
-@dataclass(frozen=True)
-class TeamPanel:
-    team: Team
-    limit: int
-    running: int
-    queued: int
-    rejected_last_hour: int
-    workflows: list[WorkflowPanel]
-    queued_executions: list[QueuedExecution]
-    running_executions: list[RunningExecution]
-
-
-CHART_MINUTES = 60
-
-
-def dashboard_panels(
-    *, teams: Iterable[Team], now: datetime, rows_per_team: int = 50
-) -> list[TeamPanel]:
-    """Everything the dashboard shows for these teams, in a fixed number of queries."""
-    queues = teams_queues(teams=teams)
-    team_ids = [q.team.id for q in queues]
-    params = {"team_ids": team_ids, "limit": rows_per_team, "window": timedelta(hours=1)}
-    rejections: dict[tuple[int, int], int] = {}
-    depth: dict[int, list[int]] = defaultdict(lambda: [0] * CHART_MINUTES)
-    queued: dict[int, list[QueuedExecution]] = defaultdict(list)
-    running: dict[int, list[RunningExecution]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(_REJECTIONS, params)
-        for team_id, workflow_id, count in cursor.fetchall():
-            rejections[team_id, workflow_id] = count
-        cursor.execute(_DEPTH, params)
-        for workflow_id, minutes_ago, value in cursor.fetchall():
-            if 0 <= minutes_ago < CHART_MINUTES:
-                depth[workflow_id][CHART_MINUTES - 1 - minutes_ago] = value
-        cursor.execute(_QUEUED, params)
-        for row in cursor.fetchall():
-            queued[row[1]].append(QueuedExecution(*row))
-        cursor.execute(_RUNNING, params)
-        for row in cursor.fetchall():
-            running[row[1]].append(RunningExecution(*row))
-    panels = []
-    for queue in queues:
-        workflows = []
-        for w in queue.workflows:
-            series = depth[w.id]
-            series[-1] = w.queued
-            wait = (now - w.oldest_queued_at).total_seconds() if w.oldest_queued_at else None
-            rejected = rejections.get((queue.team.id, w.id), 0)
-            workflows.append(WorkflowPanel(w, rejected, wait, series))
-        panels.append(
-            TeamPanel(
-                team=queue.team,
-                limit=queue.limit,
-                running=queue.running,
-                queued=queue.queued,
-                rejected_last_hour=sum(p.rejected_last_hour for p in workflows),
-                workflows=workflows,
-                queued_executions=queued[queue.team.id],
-                running_executions=running[queue.team.id],
-            )
-        )
-    return panels

@@ -1,4 +1,5 @@
-"""Every terminal transition, by any path that saves the row, triggers promotion after commit."""
+"""What triggers promotion: every terminal transition, by any path that saves the row, and every
+loosened limit (teams.signals.limit_loosened). Both promote after commit."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
-from executions import metrics, promotion
+from executions import metrics
 from executions.models import TERMINAL, Execution
+from executions.services import promotion
+from teams.signals import limit_loosened
 
 
 @receiver(post_save, sender=Execution, dispatch_uid="promote_after_terminal")
@@ -35,3 +38,9 @@ def promote_after_terminal(
     # lock busy past lock_timeout, the database gone) is logged and left to the backup poller,
     # never turned into an error for the caller that made the transition.
     transaction.on_commit(after_commit, robust=True)
+
+
+@receiver(limit_loosened, dispatch_uid="promote_after_limit_loosened")
+def promote_after_limit_loosened(sender: object, team_id: int, **kwargs: Any) -> None:
+    """A raised or cleared limit (team or workflow) promotes what now fits, after its commit."""
+    transaction.on_commit(lambda: promotion.promote_team(team_id, trigger="limit_change"))

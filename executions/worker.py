@@ -1,24 +1,30 @@
-"""django-q2 task entry points. Tasks take ids and are idempotent: every claim is conditional,
-so a task delivered twice (a retried hand-off, the reaper's re-dispatch) does nothing the
-second time."""
+"""The task paths of the previous release, `executions.worker.*`.
+
+django-q2 stores a task's dotted path in every queued task (ORM or Redis broker) and in each
+`Schedule.func`. Tasks queued by the previous release still name these paths, so they stay
+importable for one release and hand over to engine.tasks (schedules are rewritten at start-up by
+engine.schedules.upsert_schedules). The one import from executions up into the engine, made at
+call time; remove this module in the next release.
+"""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
-
-from executions import lifecycle, orchestrator, runner, ticker
 
 
 def run_execution(execution_id: str) -> None:
-    """Start a pending execution: pending → running, then its first steps."""
-    if lifecycle.start_execution(uuid.UUID(execution_id)):
-        orchestrator.advance(uuid.UUID(execution_id))
+    from engine import tasks
+
+    tasks.run_execution(execution_id)
 
 
 def run_step(step_id: int) -> None:
-    runner.run_step(step_id)
+    from engine import tasks
+
+    tasks.run_step(step_id)
 
 
 def engine_clock(state: dict[str, Any] | None = None) -> None:
-    ticker.run(state)
+    from engine import tasks
+
+    tasks.engine_clock(state)

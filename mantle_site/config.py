@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from workflows.schema import parse_duration
+from core.durations import parse_duration
 
 
 class ConfigError(Exception):

@@ -74,10 +74,14 @@ INSTALLED_APPS = [
     "teams",
     "workflows",
     "executions",
+    "engine",
+    "api",
+    "dashboard",
+    "mantle_site",
 ]
 
 MIDDLEWARE = [
-    "mantle_site.exceptions.JsonErrorMiddleware",
+    "api.errors.JsonErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -113,7 +117,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 LOGIN_URL = "/admin/login/"
 
-# Request bodies of the API and the webhooks: larger is 413 (mantle_site.exceptions).
+# Request bodies of the API and the webhooks: larger is 413 (api.errors).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 REST_FRAMEWORK = {
@@ -121,7 +125,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["teams.auth.HasTeamKey"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "mantle_site.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -135,7 +139,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # django-q2: the cluster that runs executions and steps (one step attempt per worker process at
-# a time) and the engine clock (executions/ticker.py). `poll` is how often an idle ORM-broker
+# a time) and the engine clock (engine/clock.py). `poll` is how often an idle ORM-broker
 # pusher looks for tasks: it bounds the admit → running latency on an idle cluster (the Redis
 # broker blocks on BLPOP instead and wakes at once). `queue_limit` = workers keeps a busy cluster
 # from prefetching tasks that an idle cluster on another machine could run. Every task settles

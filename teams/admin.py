@@ -6,27 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from executions.models import SLOT_HOLDING, Execution, Status
 from teams.models import ApiKey, Team
 from teams.services import api_key_create, api_key_revoke, team_set_limit
-
-
-def _live_count(*statuses: str) -> Coalesce:
-    # A correlated count per team that the partial indexes on live executions answer, instead of
-    # a join over every execution the team ever ran.
-    counts = (
-        Execution.objects.filter(team=OuterRef("pk"), status__in=statuses)
-        .order_by()
-        .values("team")
-        .annotate(n=Count("*"))
-        .values("n")
-    )
-    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
 
 
 @admin.register(Team)
@@ -36,20 +21,11 @@ class TeamAdmin(admin.ModelAdmin):
         "name",
         "max_concurrent_executions",
         "effective_limit",
-        "running",
-        "queued",
     ]
     list_editable = ["max_concurrent_executions"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["members"]
     fields = ["slug", "name", "max_concurrent_executions", "members"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(running_now=_live_count(*SLOT_HOLDING), queued_now=_live_count(Status.QUEUED))
-        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Team | None = None) -> list[str]:
         return ["slug"] if obj else []
@@ -57,14 +33,6 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="effective limit")
     def effective_limit(self, team: Team) -> str:
         return str(team.effective_limit or "unlimited")
-
-    @admin.display(description="running now", ordering="running_now")
-    def running(self, team: Team) -> int:
-        return team.running_now  # type: ignore[attr-defined]
-
-    @admin.display(description="queued now", ordering="queued_now")
-    def queued(self, team: Team) -> int:
-        return team.queued_now  # type: ignore[attr-defined]
 
     def save_model(self, request: HttpRequest, obj: Team, form: ModelForm, change: bool) -> None:
         if not change:

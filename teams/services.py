@@ -7,8 +7,8 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from executions import promotion
 from teams.models import ApiKey, Team
+from teams.signals import limit_loosened, loosens
 
 
 def team_create(*, slug: str, name: str = "", max_concurrent_executions: int | None = None) -> Team:
@@ -26,8 +26,8 @@ def team_set_limit(*, team: Team, max_concurrent_executions: int | None) -> Team
         before = Team.objects.select_for_update().get(id=team.id).effective_limit
         team.max_concurrent_executions = max_concurrent_executions
         team.save(update_fields=["max_concurrent_executions"])
-        if promotion.limit_loosened(before, team.effective_limit):
-            transaction.on_commit(lambda: promotion.promote_team(team.id, trigger="limit_change"))
+        if loosens(before, team.effective_limit):
+            limit_loosened.send(sender=Team, team_id=team.id)
     return team
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django_q.conf import Conf
 
-from executions import schedules
+from engine import schedules
 from teams.models import Team
 from teams.services import team_create
 from tests.processes import ENGINE, Cluster, Server, database_url

@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from mantle_site.admin_readonly import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from teams.models import Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowInvalid

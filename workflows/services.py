@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from executions import locks, promotion
+from core import locks
 from teams.models import Team
+from teams.signals import limit_loosened, loosens
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
 from workflows.selectors import webhook_path_taken
@@ -54,10 +55,10 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])
-        if current is not None and promotion.limit_loosened(
+        if current is not None and loosens(
             current.max_parallel_executions, version.max_parallel_executions
         ):
-            transaction.on_commit(lambda: promotion.promote_team(team.id, trigger="limit_change"))
+            limit_loosened.send(sender=WorkflowVersion, team_id=team.id)
     return Applied(workflow=workflow, version=version, created=created, changed=True)
 
 

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from executions.admission import admit
-from executions.lifecycle import finish_execution
 from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.services.admission import admit
+from executions.services.lifecycle import finish_execution
 
 pytestmark = pytest.mark.django_db
 

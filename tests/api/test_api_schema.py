@@ -13,7 +13,7 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from executions.admission import admit
+from executions.services.admission import admit
 from mantle_site.wsgi import application
 from teams.services import api_key_create
 from tests.api.conftest import hook_yaml

@@ -7,7 +7,7 @@ from django.db import connection
 from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
-from executions.admission import admit
+from executions.services.admission import admit
 from tests.api.conftest import hook_yaml
 from tests.conftest import workflow_yaml
 from workflows.models import WorkflowDefinition

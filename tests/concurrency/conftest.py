@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.db import connection
 
-from executions import locks, sql
+from core import locks
+from executions import sql
 from tests.concurrency.harness import Sampler
 
 

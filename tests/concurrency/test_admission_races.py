@@ -7,10 +7,10 @@ import time
 import pytest
 from django.db import connections
 
-from executions import promotion
-from executions.admission import ConcurrencyLimitExceeded, admit
-from executions.lifecycle import finish_execution
 from executions.models import Execution, Status
+from executions.services import promotion
+from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.lifecycle import finish_execution
 from teams.models import Team
 from tests.concurrency.harness import run_in_threads
 

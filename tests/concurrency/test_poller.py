@@ -5,9 +5,10 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
-from executions import locks, promotion
-from executions.admission import admit
+from core import locks
 from executions.models import Execution, Status
+from executions.services import promotion
+from executions.services.admission import admit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from executions.admission import ConcurrencyLimitExceeded, admit
-from executions.lifecycle import finish_execution
 from executions.models import Execution, Status
+from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.lifecycle import finish_execution
 from workflows.schema import InvalidInputs
 
 pytestmark = pytest.mark.django_db

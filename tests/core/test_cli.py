@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from executions.admission import admit
 from executions.models import Execution, Status
+from executions.services.admission import admit
 from teams.models import ApiKey, Team
 from tests.conftest import workflow_yaml
 from tests.processes import CONFIG

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from executions import promotion
-from executions.admission import admit
-from executions.lifecycle import NotCancellable, cancel_execution, finish_execution
 from executions.models import Execution, Status
+from executions.services import promotion
+from executions.services.admission import admit
+from executions.services.lifecycle import NotCancellable, cancel_execution, finish_execution
 from teams.services import team_set_limit
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from executions.admission import admit
 from executions.models import TERMINAL, Execution
+from executions.services.admission import admit
 from teams.models import Team
 from teams.services import team_create
 from workflows.models import WorkflowDefinition

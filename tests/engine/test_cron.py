@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from executions import cron
+from engine import cron
 from executions.models import Execution
 from tests.concurrency.harness import run_in_threads
 from workflows.models import WorkflowDefinition

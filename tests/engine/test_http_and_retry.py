@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.utils import timezone
 
-from executions.lifecycle import cancel_execution
 from executions.models import StepExecution
+from executions.services.lifecycle import cancel_execution
 from tests.engine.conftest import run, wait_for, wait_terminal
 from workflows.models import WorkflowDefinition
 

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from executions.lifecycle import cancel_execution
 from executions.models import Execution, StepExecution
+from executions.services.lifecycle import cancel_execution
 from tests.engine.conftest import run, wait_for, wait_terminal
 from workflows.models import WorkflowDefinition
 

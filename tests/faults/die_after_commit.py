@@ -14,8 +14,8 @@ django.setup()
 
 from django.db import transaction  # noqa: E402
 
-from executions.lifecycle import finish_execution  # noqa: E402
 from executions.models import Status  # noqa: E402
+from executions.services.lifecycle import finish_execution  # noqa: E402
 
 
 def hang() -> None:

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 import pytest
 from django.db import connections
 
-from executions import promotion, sql
-from executions.admission import admit
-from executions.lifecycle import cancel_execution, finish_execution, start_execution
+from executions import sql
 from executions.models import SLOT_HOLDING, Execution, Status
+from executions.services import promotion
+from executions.services.admission import admit
+from executions.services.lifecycle import cancel_execution, finish_execution, start_execution
 from teams.models import Team
 from tests.concurrency.harness import Sampler
 from workflows.models import WorkflowDefinition

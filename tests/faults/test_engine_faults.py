@@ -92,7 +92,7 @@ steps:
 
 def stopped_task_done(step_id: int, stopped_at: datetime) -> bool:
     """Whether the run_step task that was running the step when its worker stopped has ended."""
-    tasks = Task.objects.filter(func="executions.worker.run_step", started__lt=stopped_at)
+    tasks = Task.objects.filter(func="engine.tasks.run_step", started__lt=stopped_at)
     return any(task.args == (step_id,) for task in tasks)
 
 

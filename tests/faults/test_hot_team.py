@@ -25,9 +25,10 @@ import httpx
 import pytest
 from django.db import connections, transaction
 
-from executions import locks, promotion
-from executions.admission import admit
+from core import locks
 from executions.models import SLOT_HOLDING, Execution, Status
+from executions.services import promotion
+from executions.services.admission import admit
 from teams.models import Team
 from tests.api.conftest import client_of, hook_yaml
 from tests.faults.flood import Flood, Result, latencies, post

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from executions.admission import admit
 from executions.models import Execution, Status
+from executions.services.admission import admit
 from teams.models import Team
 from tests.concurrency.harness import Sampler, run_in_threads
 from tests.engine.conftest import wait_for

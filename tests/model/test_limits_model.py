@@ -21,11 +21,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from executions import promotion
-from executions.admission import ConcurrencyLimitExceeded, admit
-from executions.lifecycle import cancel_execution, finish_execution
 from executions.models import Execution, Status
+from executions.services import promotion
+from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.lifecycle import cancel_execution, finish_execution
 from teams.services import team_create, team_set_limit
+from teams.signals import loosens
 from tests.conftest import workflow_yaml
 from workflows.services import workflow_apply
 
@@ -152,18 +153,16 @@ class LimitsModel(RuleBasedStateMachine):
         old = self.team_limit
         team_set_limit(team=self.team, max_concurrent_executions=limit)
         self.team_limit = 0 if limit is None else limit  # the test config's default is 0
-        self.lowered |= (
-            not promotion.limit_loosened(old, self.team_limit) and old != self.team_limit
-        )
-        if promotion.limit_loosened(old, self.team_limit):
+        self.lowered |= not loosens(old, self.team_limit) and old != self.team_limit
+        if loosens(old, self.team_limit):
             self.promote()
 
     @rule(workflow=st.sampled_from(WORKFLOWS), limit=st.integers(min_value=0, max_value=3))
     def change_workflow_limit(self, workflow: str, limit: int) -> None:
         old, self.limits[workflow] = self.limits[workflow], limit
-        self.lowered |= not promotion.limit_loosened(old, limit) and old != limit
+        self.lowered |= not loosens(old, limit) and old != limit
         self._apply(workflow)
-        if promotion.limit_loosened(old, limit):
+        if loosens(old, limit):
             self.promote()
 
     @rule()

@@ -4,8 +4,8 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from executions.admission import admit
 from executions.models import Execution, Status, StepExecution
+from executions.services.admission import admit
 from teams.models import ApiKey, Team
 from teams.services import api_key_create
 from tests.conftest import workflow_yaml

@@ -16,9 +16,9 @@ from django.db import connection
 from django.db.models import F
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from executions.admission import admit
-from executions.lifecycle import finish_execution
 from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.services.admission import admit
+from executions.services.lifecycle import finish_execution
 from teams.models import Team
 from teams.services import api_key_create
 from workflows.models import WorkflowDefinition

@@ -7,10 +7,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
-from executions.admission import ConcurrencyLimitExceeded, admit
-from executions.dashboard_samples import record_queue_samples
-from executions.lifecycle import finish_execution
 from executions.models import Execution, QueueSample, Status, StepExecution
+from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.lifecycle import finish_execution
+from executions.services.queue_samples import record_queue_samples
 
 pytestmark = pytest.mark.django_db
 
@@ -204,7 +204,7 @@ def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make
 def test_whitenoise_serves_the_collected_htmx_and_stylesheet(client, settings, tmp_path):
     settings.STATIC_ROOT = tmp_path
     call_command("collectstatic", "--noinput", verbosity=0)
-    for name in ("executions/htmx-2.0.11.min.js", "executions/dashboard.css"):
+    for name in ("dashboard/htmx-2.0.11.min.js", "dashboard/dashboard.css"):
         response = client.get(f"/static/{name}")
         assert response.status_code == 200
         assert type(response).__module__.startswith("whitenoise")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from executions.admission import ConcurrencyLimitExceeded, admit
 from executions.models import Execution, Rejection
+from executions.services.admission import ConcurrencyLimitExceeded, admit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

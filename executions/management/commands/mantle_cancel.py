@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from executions.lifecycle import NotCancellable, cancel_execution
 from executions.models import Execution
+from executions.services.lifecycle import NotCancellable, cancel_execution
 
 
 class Command(BaseCommand):

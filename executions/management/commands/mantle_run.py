@@ -12,8 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from executions.admission import ConcurrencyLimitExceeded, admit
 from executions.models import TERMINAL, Execution, Status
+from executions.services.admission import ConcurrencyLimitExceeded, admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs, WorkflowSpec

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from executions.admission import queue_position
 from executions.models import Execution, Status
+from executions.services.admission import queue_position
 
 
 class Command(BaseCommand):

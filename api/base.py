@@ -1,0 +1,107 @@
+"""What every view of the API shares: the team of the API key, JSON bodies that jsonb can store,
+Idempotency-Key, and the answer to an admission (202, or 200 for an idempotent retry)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.errors import ApiError
+from api.serializers import AdmissionOutput, ConcurrencyLimitOutput, ErrorOutput
+from executions.models import Execution
+from teams.models import Team
+
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="A retry with the same key returns the original execution (200).",
+)
+
+
+def idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.fullmatch(key):
+        raise ApiError(400, "invalid_idempotency_key", "1 to 255 visible ASCII characters")
+    return key
+
+
+def admission_response(execution: Execution, *, replayed: bool) -> Response:
+    """202 for a new execution, 200 for the original one of an idempotent retry."""
+    return Response(
+        AdmissionOutput(execution).data,
+        status=status.HTTP_200_OK if replayed else status.HTTP_202_ACCEPTED,
+        headers={"Location": reverse("execution-detail", args=[execution.id])},
+    )
+
+
+ADMISSION_RESPONSES = {
+    202: AdmissionOutput,
+    200: OpenApiResponse(AdmissionOutput, description="an idempotent retry: the original"),
+    400: ErrorOutput,
+    404: ErrorOutput,
+    409: ErrorOutput,
+    413: ErrorOutput,
+    429: ConcurrencyLimitOutput,
+}
+
+
+class TeamApi(APIView):
+    """Authenticated by an API key (REST_FRAMEWORK defaults); request.user is the Team."""
+
+    @property
+    def team(self) -> Team:
+        return self.request.user  # type: ignore[return-value]
+
+
+def parse_json(raw: bytes) -> Any:
+    """JSON that PostgreSQL's jsonb can store: ValueError also on NaN, infinite numbers and
+    \\u0000, which jsonb refuses."""
+
+    def reject(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    try:
+        document = json.loads(raw, parse_constant=reject)
+        storable = _storable(document)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not storable:
+        raise ValueError("infinite numbers and \\u0000 cannot be stored")
+    return document
+
+
+def _storable(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_storable(k) and _storable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_storable(item) for item in value)
+    return True
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    try:
+        body = parse_json(raw)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object")
+    return body

@@ -1,0 +1,150 @@
+"""Executions: run a workflow, list, get and cancel executions (CONTRACT §5)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from datetime import datetime
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.base import (
+    ADMISSION_RESPONSES,
+    IDEMPOTENCY_HEADER,
+    TeamApi,
+    admission_response,
+    idempotency_key,
+    json_object,
+)
+from api.errors import ApiError
+from api.serializers import ErrorOutput, ExecutionDetailOutput, ExecutionOutput
+from executions.models import Execution, Status
+from executions.selectors import execution_get, execution_list
+from executions.services.idempotency import admit_once
+from executions.services.lifecycle import cancel_execution
+from teams.models import Team
+from workflows.selectors import workflow_get
+
+
+class RunApi(TeamApi):
+    class RunInput(serializers.Serializer):
+        inputs = serializers.DictField(required=False, allow_null=True)
+
+    @extend_schema(
+        operation_id="run_workflow",
+        request=RunInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses=ADMISSION_RESPONSES,
+    )
+    def post(self, request: Request, workflow: str) -> Response:
+        body = json_object(request.body)
+        serializer = self.RunInput(data=body)
+        if not serializer.is_valid() or set(body) - {"inputs"}:
+            unknown = sorted(set(body) - {"inputs"})
+            detail = f"unknown keys {unknown}" if unknown else "'inputs' must be an object"
+            raise ApiError(400, "invalid_inputs", f'{detail}; the body is {{"inputs": {{…}}}}')
+        definition = workflow_get(team=self.team, name=workflow)
+        if definition is None:
+            raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
+        execution, replayed = admit_once(
+            team=self.team,
+            workflow=definition,
+            inputs=serializer.validated_data.get("inputs"),
+            trigger={"type": "api"},
+            idempotency_key=idempotency_key(request),
+        )
+        return admission_response(execution, replayed=replayed)
+
+
+class ExecutionListApi(TeamApi):
+    class ExecutionFilter(serializers.Serializer):
+        workflow = serializers.CharField(required=False, max_length=200)
+        status = serializers.ChoiceField(choices=Status.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+        cursor = serializers.CharField(required=False, max_length=200)
+
+    class ExecutionListOutput(serializers.Serializer):
+        executions = ExecutionOutput(many=True)
+        next_cursor = serializers.CharField(allow_null=True)
+
+    @extend_schema(
+        operation_id="list_executions",
+        parameters=[ExecutionFilter],
+        responses={200: ExecutionListOutput, 400: ErrorOutput},
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.ExecutionFilter(data=request.query_params)
+        unknown = sorted(set(request.query_params) - set(self.ExecutionFilter().fields))
+        if unknown or not filters.is_valid():
+            detail = f"unknown parameters {unknown}" if unknown else _first_error(filters)
+            raise ApiError(400, "invalid_filter", detail)
+        params = filters.validated_data
+        executions = execution_list(
+            team=self.team,
+            workflow=params.get("workflow"),
+            status=params.get("status"),
+            limit=params["limit"],
+            after=_decode_cursor(params["cursor"]) if "cursor" in params else None,
+        )
+        full_page = len(executions) == params["limit"]
+        next_cursor = _encode_cursor(executions[-1]) if full_page else None
+        return Response(
+            {"executions": ExecutionOutput(executions, many=True).data, "next_cursor": next_cursor}
+        )
+
+
+def _first_error(serializer: serializers.Serializer) -> str:
+    field, messages = next(iter(serializer.errors.items()))
+    return f"{field}: {messages[0]}"
+
+
+def _encode_cursor(execution: Execution) -> str:
+    raw = f"{execution.created_at.isoformat()}|{execution.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created_at, execution_id = raw.split("|")
+        after = datetime.fromisoformat(created_at), uuid.UUID(execution_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ApiError(400, "invalid_filter", "cursor: not a cursor this API returned") from None
+    if after[0].tzinfo is None:
+        raise ApiError(400, "invalid_filter", "cursor: not a cursor this API returned")
+    return after
+
+
+def _team_execution(team: Team, execution_id: uuid.UUID) -> Execution:
+    execution = execution_get(team=team, execution_id=execution_id)
+    if execution is None:
+        raise ApiError(404, "execution_not_found", f"no execution {execution_id}")
+    return execution
+
+
+class ExecutionDetailApi(TeamApi):
+    @extend_schema(
+        operation_id="get_execution", responses={200: ExecutionDetailOutput, 404: ErrorOutput}
+    )
+    def get(self, request: Request, execution_id: uuid.UUID) -> Response:
+        return Response(ExecutionDetailOutput(_team_execution(self.team, execution_id)).data)
+
+
+class ExecutionCancelApi(TeamApi):
+    class CancelOutput(serializers.Serializer):
+        execution_id = serializers.UUIDField()
+        status = serializers.ChoiceField(choices=[Status.CANCELLED])
+
+    @extend_schema(
+        operation_id="cancel_execution",
+        request=None,
+        responses={200: CancelOutput, 404: ErrorOutput, 409: ErrorOutput},
+    )
+    def post(self, request: Request, execution_id: uuid.UUID) -> Response:
+        execution = _team_execution(self.team, execution_id)
+        cancel_execution(execution.id, reason="cancelled through the API")
+        return Response({"execution_id": execution.id, "status": Status.CANCELLED})

@@ -1,0 +1,92 @@
+"""`POST /hooks/<path>`: a webhook trigger admits an execution of its workflow.
+
+The path alone names the workflow (paths are unique across teams, see workflows.services), so
+there is no API key; a trigger with a `secret` requires `X-Hub-Signature-256: sha256=<hex>`, the
+HMAC-SHA256 of the raw body. Over 1 MiB is 413 before the body is read (JsonErrorMiddleware).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.base import ADMISSION_RESPONSES, IDEMPOTENCY_HEADER, admission_response, parse_json
+from api.base import idempotency_key as idempotency_key_of
+from api.errors import ApiError
+from executions.services.idempotency import admit_once
+from workflows.selectors import workflow_by_webhook_path
+
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+# Credentials of the caller are not the workflow's business, and the trigger is stored.
+DROPPED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
+class WebhookApi(APIView):
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="webhook",
+        request={"application/json": OpenApiTypes.OBJECT, "text/plain": OpenApiTypes.STR},
+        parameters=[
+            IDEMPOTENCY_HEADER,
+            OpenApiParameter(SIGNATURE_HEADER, str, OpenApiParameter.HEADER),
+        ],
+        responses={**ADMISSION_RESPONSES, 403: ADMISSION_RESPONSES[400]},
+    )
+    def post(self, request: Request, hook: str) -> Response:
+        path = f"/hooks/{hook}"
+        workflow = workflow_by_webhook_path(path=path)
+        if workflow is None:
+            raise ApiError(404, "hook_not_found", f"no webhook at {path}")
+        body = request.body
+        secret = _secret(workflow.current_version.spec, path)
+        if secret is not None and not _signed(body, secret, request.headers.get(SIGNATURE_HEADER)):
+            raise ApiError(403, "bad_signature", f"{SIGNATURE_HEADER} does not match the body")
+        execution, replayed = admit_once(
+            team=workflow.team,
+            workflow=workflow,
+            inputs=None,
+            trigger={
+                "type": "webhook",
+                "path": path,
+                "payload": _payload(body),
+                "headers": {
+                    name.lower(): value
+                    for name, value in request.headers.items()
+                    if name.lower() not in DROPPED_HEADERS
+                },
+            },
+            idempotency_key=idempotency_key_of(request),
+        )
+        return admission_response(execution, replayed=replayed)
+
+
+def _secret(spec: dict[str, Any], path: str) -> str | None:
+    return next(
+        t["secret"] for t in spec["triggers"] if t["type"] == "webhook" and t["path"] == path
+    )
+
+
+def _signed(body: bytes, secret: str, header: str | None) -> bool:
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return header is not None and hmac.compare_digest(expected.encode(), header.strip().encode())
+
+
+def _payload(body: bytes) -> Any:
+    """The JSON document, else the text (undecodable bytes replaced); None when empty."""
+    if not body:
+        return None
+    try:
+        return parse_json(body)
+    except ValueError:
+        # jsonb stores no NUL character, even inside a string.
+        return body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")

@@ -1,0 +1,33 @@
+"""The API's routes: `/api/v1/…`, the webhooks, the probes and the Prometheus scrape."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from api import executions, health, hooks, queues, workflows
+
+api_v1 = [
+    path("run/<str:workflow>", executions.RunApi.as_view(), name="run"),
+    path("executions", executions.ExecutionListApi.as_view(), name="execution-list"),
+    path(
+        "executions/<uuid:execution_id>",
+        executions.ExecutionDetailApi.as_view(),
+        name="execution-detail",
+    ),
+    path(
+        "executions/<uuid:execution_id>/cancel",
+        executions.ExecutionCancelApi.as_view(),
+        name="execution-cancel",
+    ),
+    path("workflows", workflows.WorkflowListApi.as_view(), name="workflow-list"),
+    path("workflows/<str:name>", workflows.WorkflowApi.as_view(), name="workflow-detail"),
+    path("queues", queues.QueuesApi.as_view(), name="queues"),
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("hooks/<path:hook>", hooks.WebhookApi.as_view(), name="webhook"),
+    path("healthz", health.HealthzApi.as_view(), name="healthz"),
+    path("readyz", health.ReadyzApi.as_view(), name="readyz"),
+    path("metrics", health.metrics_view, name="metrics"),
+]

@@ -1,0 +1,89 @@
+"""Workflows: list, get, and apply a YAML document as a new version (CONTRACT §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.base import TeamApi
+from api.errors import ApiError
+from api.serializers import ErrorOutput
+from workflows.selectors import workflow_get, workflow_list
+from workflows.services import workflow_apply
+
+
+class WorkflowOutput(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.IntegerField(source="current_version.number")
+    description = serializers.CharField(source="current_version.spec.description")
+    max_parallel_executions = serializers.IntegerField(
+        source="current_version.max_parallel_executions"
+    )
+    on_limit = serializers.CharField(source="current_version.on_limit")
+    webhooks = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField(source="current_version.created_at")
+
+    def get_webhooks(self, workflow: Any) -> list[str]:
+        triggers = workflow.current_version.spec["triggers"]
+        return [t["path"] for t in triggers if t["type"] == "webhook"]
+
+
+class WorkflowListApi(TeamApi):
+    class WorkflowListOutput(serializers.Serializer):
+        workflows = WorkflowOutput(many=True)
+
+    @extend_schema(operation_id="list_workflows", responses={200: WorkflowListOutput})
+    def get(self, request: Request) -> Response:
+        return Response(
+            {"workflows": WorkflowOutput(workflow_list(team=self.team), many=True).data}
+        )
+
+
+class WorkflowDetailApi(TeamApi):
+    class WorkflowDetailOutput(WorkflowOutput):
+        content = serializers.CharField(source="current_version.content")
+
+    @extend_schema(
+        operation_id="get_workflow", responses={200: WorkflowDetailOutput, 404: ErrorOutput}
+    )
+    def get(self, request: Request, name: str) -> Response:
+        workflow = workflow_get(team=self.team, name=name)
+        if workflow is None:
+            raise ApiError(404, "workflow_not_found", f"no workflow {name!r}")
+        return Response(self.WorkflowDetailOutput(workflow).data)
+
+
+class WorkflowApplyApi(TeamApi):
+    class WorkflowAppliedOutput(serializers.Serializer):
+        name = serializers.CharField()
+        version = serializers.IntegerField()
+        changed = serializers.BooleanField()
+
+    @extend_schema(
+        operation_id="apply_workflow",
+        request={"application/yaml": OpenApiTypes.STR},
+        responses={200: WorkflowAppliedOutput, 201: WorkflowAppliedOutput, 400: ErrorOutput},
+    )
+    def put(self, request: Request, name: str) -> Response:
+        try:
+            content = request.body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(
+                400, "invalid_workflow", "the body is not UTF-8 text", errors=[]
+            ) from None
+        applied = workflow_apply(team=self.team, content=content, name=name)
+        body = {"name": applied.workflow.name, "version": applied.version.number}
+        return Response(
+            self.WorkflowAppliedOutput({**body, "changed": applied.changed}).data,
+            status=status.HTTP_201_CREATED if applied.created else status.HTTP_200_OK,
+        )
+
+
+class WorkflowApi(WorkflowDetailApi, WorkflowApplyApi):
+    """`/api/v1/workflows/<name>`: GET and PUT, each its own view, on one route."""

@@ -1,0 +1,54 @@
+"""The operators' dashboard at `/`: queues per team, refreshed in place every two seconds."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.panels import dashboard_panels, teams_visible_to
+from executions.models import Execution
+from executions.services.lifecycle import NotCancellable, cancel_execution
+
+LOGIN_URL = "dashboard:login"
+
+
+def _render(request: HttpRequest, template: str) -> HttpResponse:
+    now = timezone.now()
+    panels = dashboard_panels(teams=teams_visible_to(user=request.user), now=now)
+    return render(request, template, {"panels": panels, "now": now})
+
+
+@require_GET
+@login_required(login_url=LOGIN_URL)
+def index(request: HttpRequest) -> HttpResponse:
+    return _render(request, "dashboard/index.html")
+
+
+@require_GET
+@login_required(login_url=LOGIN_URL)
+def live(request: HttpRequest) -> HttpResponse:
+    """The part of the page that htmx swaps in on every poll."""
+    return _render(request, "dashboard/_live.html")
+
+
+@require_POST
+@login_required(login_url=LOGIN_URL)
+def cancel(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
+    visible = Execution.objects.filter(team__in=teams_visible_to(user=request.user))
+    execution = get_object_or_404(visible.select_related("workflow"), id=execution_id)
+    label = f"{execution.workflow.name} {str(execution.id)[:8]}"
+    try:
+        cancel_execution(execution.id, reason=f"cancelled by {request.user} on the dashboard")
+    except NotCancellable as refused:
+        messages.warning(request, f"{label} was not cancelled: it is already {refused.status}.")
+    else:
+        messages.success(request, f"Cancelled {label}.")
+    if request.headers.get("HX-Request"):
+        return _render(request, "dashboard/_live.html")
+    return redirect("dashboard:index")

@@ -1,0 +1,13 @@
+"""`test/noop`: does nothing, outputs nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.actions import ActionContext
+
+NAME = "test/noop"
+
+
+def run(params: dict[str, Any], context: ActionContext) -> None:
+    return None

@@ -1,0 +1,67 @@
+"""Cron triggers: each tick of a workflow's `- type: cron` schedule creates one execution
+through admission, so it queues or is rejected like any other.
+
+At most once per tick across schedulers: the tick's idempotency key
+(`cron:<workflow>:<trigger>:<time>`) is unique per team, so a second scheduler admitting the
+same tick fails on the constraint and writes nothing. Ticks missed while no scheduler ran are
+not caught up; only the latest tick in the window is admitted.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from croniter import croniter
+from django.db import IntegrityError
+
+from executions.services.admission import ConcurrencyLimitExceeded, admit
+from workflows.models import WorkflowDefinition
+from workflows.schema import InvalidInputs
+
+logger = logging.getLogger(__name__)
+
+
+def admit_due(*, since: datetime, until: datetime) -> int:
+    """Admit the cron ticks in (since, until]; return how many executions were created."""
+    created = 0
+    workflows = WorkflowDefinition.objects.select_related("team", "current_version").filter(
+        current_version__spec__triggers__contains=[{"type": "cron"}]
+    )
+    for workflow in workflows:
+        for index, trigger in enumerate(workflow.current_version.spec["triggers"]):
+            if trigger["type"] != "cron":
+                continue
+            tick = latest_tick(trigger["schedule"], since=since, until=until)
+            if tick is not None and _admit_tick(workflow, index, trigger["schedule"], tick):
+                created += 1
+    return created
+
+
+def latest_tick(schedule: str, *, since: datetime, until: datetime) -> datetime | None:
+    """The last tick of `schedule` in (since, until], or None."""
+    ticks = croniter(schedule, since)
+    latest = None
+    while (tick := ticks.get_next(datetime)) <= until:
+        latest = tick
+    return latest
+
+
+def _admit_tick(workflow: WorkflowDefinition, index: int, schedule: str, tick: datetime) -> bool:
+    trigger = {"type": "cron", "schedule": schedule, "scheduled_at": tick.isoformat()}
+    try:
+        admit(
+            team=workflow.team,
+            workflow=workflow,
+            trigger=trigger,
+            idempotency_key=f"cron:{workflow.id}:{index}:{tick.isoformat()}",
+        )
+    except IntegrityError:
+        return False  # another scheduler admitted this tick
+    except ConcurrencyLimitExceeded as exc:
+        logger.warning("cron tick of %s rejected: %s", workflow, exc)
+        return False
+    except InvalidInputs as exc:
+        logger.warning("cron tick of %s not admitted: %s", workflow, exc)
+        return False
+    return True

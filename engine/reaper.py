@@ -1,0 +1,105 @@
+"""The reaper: nothing a crashed worker held stays held.
+
+- A running step whose lease expired (its worker stopped heartbeating) is settled as a failure
+  on behalf of the lost owner, so it is retried when attempts are left, else it fails the
+  execution; the execution moves on and its slot is freed through `finish_execution`.
+- A running execution past its workflow timeout is ended `timed_out`.
+- Work whose hand-off to the broker was lost (a crash between commit and enqueue) is handed out
+  again: pending executions and pending steps that waited longer than a lease. The claims are
+  conditional, so a duplicate hand-off is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Q
+from django.db.models.functions import Coalesce, Now
+from django.utils import timezone
+
+from engine import dispatch, orchestrator, runner
+from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.services.dispatch import start_executions
+
+logger = logging.getLogger(__name__)
+
+_PAST_WORKFLOW_TIMEOUT = """
+SELECT e.id FROM executions_execution e
+  JOIN workflows_workflowversion v ON v.id = e.version_id
+ WHERE e.status = 'running' AND jsonb_typeof(v.spec -> 'timeout') = 'number'
+   AND e.started_at + make_interval(secs => (v.spec ->> 'timeout')::float) <= now()
+"""
+
+# Running executions where nothing is pending or running: an `advance` was lost.
+_STALLED = """
+SELECT e.id FROM executions_execution e
+ WHERE e.status = 'running' AND e.started_at <= now() - make_interval(secs => %(lease)s)
+   AND NOT EXISTS (SELECT 1 FROM executions_stepexecution s
+                    WHERE s.execution_id = e.id
+                      AND (s.status = 'pending' OR (s.status = 'running' AND s.lease_owner <> '')))
+"""
+
+
+def reap() -> int:
+    """One pass; returns how many things it recovered."""
+    return expire_leases() + end_timed_out() + redispatch_lost() + advance_stalled()
+
+
+def expire_leases() -> int:
+    expired = StepExecution.objects.filter(
+        status=StepStatus.RUNNING, lease_expires_at__lt=Now()
+    ).values_list("id", "lease_owner")
+    recovered = 0
+    for step_id, owner in expired:
+        outcome = runner.Outcome(
+            StepStatus.FAILED,
+            error=f"lease expired: worker {owner} stopped heartbeating",
+        )
+        if runner.settle(step_id, owner=owner, outcome=outcome):
+            logger.warning("reaped step %s of lost worker %s", step_id, owner)
+            recovered += 1
+    return recovered
+
+
+def end_timed_out() -> int:
+    ids = _ids(_PAST_WORKFLOW_TIMEOUT, {})
+    for execution_id in ids:
+        orchestrator.advance(execution_id)
+    return len(ids)
+
+
+def redispatch_lost() -> int:
+    lease = timedelta(seconds=settings.MANTLE.engine.step_lease)
+    before = timezone.now() - lease
+    executions = list(
+        Execution.objects.filter(status=Status.PENDING)
+        .filter(Q(promoted_at__lte=before) | Q(promoted_at__isnull=True, created_at__lte=before))
+        .values_list("id", flat=True)
+    )
+    start_executions(executions)
+    steps = list(
+        StepExecution.objects.filter(status=StepStatus.PENDING, execution__status=Status.RUNNING)
+        .annotate(due=Coalesce("not_before", "created_at"))
+        .filter(due__lte=before)
+        .values_list("id", flat=True)
+    )
+    # Restart the clock so one lost hand-off is handed out again once per lease, not per pass.
+    StepExecution.objects.filter(id__in=steps).update(not_before=Now())
+    dispatch.start_steps(steps)
+    return len(executions) + len(steps)
+
+
+def advance_stalled() -> int:
+    ids = _ids(_STALLED, {"lease": settings.MANTLE.engine.step_lease})
+    for execution_id in ids:
+        orchestrator.advance(execution_id)
+    return len(ids)
+
+
+def _ids(sql: str, params: dict[str, object]) -> list:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]

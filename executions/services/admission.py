@@ -1,0 +1,168 @@
+"""Admission: the one place that decides pending, queued or rejected (CONTRACT §4).
+
+A request, a CLI call, a cron tick and a webhook all come here. The decision is the PL/pgSQL
+function `mantle_admit` (executions/sql.py), one statement: lock the team, then the workflow;
+count the slot holders; insert `pending` (with its task for the worker cluster), insert
+`queued`, or reject without writing anything. Called outside a transaction, that statement is
+the transaction: the locks are held for the function and its commit, and no Python runs under
+them. Inside a caller's transaction, the locks are held until that transaction ends.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+
+from core import locks
+from executions import metrics, sql
+from executions.models import Execution, Rejection, Status
+from executions.services import dispatch
+from teams.models import Team, effective_team_limit
+from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.schema import WorkflowSpec, validate_inputs
+
+
+class ConcurrencyLimitExceeded(Exception):
+    """The workflow rejects when full (`on_limit: reject`) and a limit is reached."""
+
+    def __init__(self, *, scope: str, limit: int) -> None:
+        self.scope = scope
+        self.limit = limit
+        super().__init__(f"{scope} concurrency limit of {limit} reached")
+
+
+@dataclass(frozen=True)
+class Admission:
+    execution: Execution
+    queue_position: int | None
+
+
+_SPECS: dict[tuple[int, str], WorkflowSpec] = {}
+
+
+def _spec(version: WorkflowVersion) -> WorkflowSpec:
+    """A version never changes, so its parsed spec is kept, keyed by id and content hash."""
+    key = (version.id, version.content_hash)
+    spec = _SPECS.get(key)
+    if spec is None:
+        if len(_SPECS) >= 1024:
+            _SPECS.clear()
+        spec = _SPECS[key] = WorkflowSpec.from_dict(version.spec)
+    return spec
+
+
+def admit(
+    *,
+    team: Team,
+    workflow: WorkflowDefinition,
+    inputs: dict[str, Any] | None = None,
+    trigger: dict[str, Any] | None = None,
+    force: bool = False,
+    idempotency_key: str | None = None,
+) -> Admission:
+    """Admit one execution of the workflow's current version.
+
+    Raises workflows.schema.InvalidInputs before touching the database, and
+    ConcurrencyLimitExceeded (nothing written) when the workflow rejects and is full.
+    `force` admits as pending whatever the limits; the execution then holds a slot like any other.
+    """
+    version = workflow.current_version
+    inputs = validate_inputs(_spec(version), inputs)
+    try:
+        return _admit_locked(
+            team=team,
+            workflow=workflow,
+            version=version,
+            inputs=inputs,
+            trigger=trigger,
+            force=force,
+            idempotency_key=idempotency_key,
+        )
+    except ConcurrencyLimitExceeded as rejected:
+        # After the locked transaction rolled back (it would take this row with it), in a
+        # transaction of its own: the record the dashboard counts rejections from.
+        Rejection.objects.create(team=team, workflow=workflow, scope=rejected.scope)
+        raise
+
+
+def _admit_locked(
+    *,
+    team: Team,
+    workflow: WorkflowDefinition,
+    version: WorkflowVersion,
+    inputs: dict[str, Any],
+    trigger: dict[str, Any] | None,
+    force: bool,
+    idempotency_key: str | None,
+) -> Admission:
+    execution_id = uuid.uuid4()
+    task_key, task = dispatch.execution_task(execution_id) or (None, None)
+    fields = {
+        "inputs": inputs,
+        "trigger": trigger or {},
+        "forced": force,
+        "idempotency_key": idempotency_key,
+    }
+    # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
+    # fails this admission only, and the caller's transaction stays usable.
+    savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with savepoint, connection.cursor() as cursor:
+        cursor.execute(
+            sql.ADMIT,
+            {
+                **fields,
+                "id": execution_id,
+                "team_id": team.id,
+                "workflow_id": workflow.id,
+                "version_id": version.id,
+                "inputs": json.dumps(inputs),
+                "trigger": json.dumps(fields["trigger"]),
+                "default_team_limit": effective_team_limit(None),
+                "team_namespace": locks.Namespace.TEAM,
+                "workflow_namespace": locks.Namespace.WORKFLOW,
+                "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
+                "task_key": task_key,
+                "task": task,
+            },
+        )
+        outcome, scope, limit, created_at, position = cursor.fetchone()
+    if outcome == sql.REJECTED:
+        metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
+        raise ConcurrencyLimitExceeded(scope=scope, limit=limit)
+    execution = Execution(
+        id=execution_id,
+        team=team,
+        workflow=workflow,
+        version=version,
+        status=outcome,
+        blocked_by=scope,
+        created_at=created_at,
+        queued_at=created_at if outcome == Status.QUEUED else None,
+        **fields,
+    )
+    execution._state.adding = False
+    execution._state.db = connection.alias
+    if outcome == Status.QUEUED:
+        return Admission(execution=execution, queue_position=position)
+    if task is None:
+        transaction.on_commit(lambda: dispatch.start_executions([execution_id]))
+    return Admission(execution=execution, queue_position=None)
+
+
+def queue_position(execution: Execution) -> int:
+    """1-based place of a queued execution in its workflow's FIFO queue."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.QUEUE_POSITION,
+            {
+                "workflow_id": execution.workflow_id,
+                "created_at": execution.created_at,
+                "id": execution.id,
+            },
+        )
+        return int(cursor.fetchone()[0])

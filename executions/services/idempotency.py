@@ -1,0 +1,80 @@
+"""Admission under an `Idempotency-Key`: a retry returns the original execution.
+
+The unique index `execution_idempotency_key` (team, idempotency_key) is what enforces it; the
+lookup first is only the fast path of a plain retry. Two racing requests with one key both miss
+the lookup, then admission serialises them on the team lock: the second one's insert violates
+the index (the first one has committed by then), and it returns the first one's execution.
+Keys are kept on the execution row, so they live as long as the execution (at least 24 h: no
+job deletes executions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError
+
+from executions.models import Execution
+from executions.selectors import execution_by_idempotency_key
+from executions.services.admission import ConcurrencyLimitExceeded, admit
+from teams.models import Team
+from workflows.models import WorkflowDefinition
+
+CONSTRAINT = "execution_idempotency_key"
+
+
+class IdempotencyKeyReused(Exception):
+    def __init__(self, key: str, workflow: str) -> None:
+        self.key = key
+        super().__init__(f"Idempotency-Key {key!r} was already used to run workflow {workflow!r}")
+
+
+def admit_once(
+    *,
+    team: Team,
+    workflow: WorkflowDefinition,
+    inputs: dict[str, Any] | None,
+    trigger: dict[str, Any],
+    idempotency_key: str | None,
+) -> tuple[Execution, bool]:
+    """(execution, replayed): the new execution, or the one already admitted under the key.
+
+    Raises what `admit` raises, and IdempotencyKeyReused when the key ran another workflow.
+    The execution carries `queue_position`.
+    """
+    if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
+        return original, True
+    try:
+        admission = admit(
+            team=team,
+            workflow=workflow,
+            inputs=inputs,
+            trigger=trigger,
+            idempotency_key=idempotency_key,
+        )
+    except IntegrityError as exc:
+        if idempotency_key is None or _constraint(exc) != CONSTRAINT:
+            raise
+        original = _original(team, workflow, idempotency_key)
+        assert original is not None, "the index said the key exists"
+        return original, True
+    except ConcurrencyLimitExceeded:
+        # The racing request that holds the key may have taken the last slot: it is the original.
+        if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
+            return original, True
+        raise
+    execution = admission.execution
+    execution.queue_position = admission.queue_position  # type: ignore[attr-defined]
+    return execution, False
+
+
+def _original(team: Team, workflow: WorkflowDefinition, key: str) -> Execution | None:
+    original = execution_by_idempotency_key(team=team, key=key)
+    if original is not None and original.workflow_id != workflow.id:
+        raise IdempotencyKeyReused(key, original.workflow.name)
+    return original
+
+
+def _constraint(exc: IntegrityError) -> str | None:
+    diag = getattr(exc.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None)

@@ -1,0 +1,119 @@
+"""Promotion: queued → pending, oldest first, as far as free team and workflow slots allow.
+
+Runs after the commit of every terminal transition (signals.py), when a limit is raised, and from
+the backup poller. Same lock order as admission: team, then its queued workflows in id order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import OperationalError, connection, transaction
+from django.db.backends.utils import CursorWrapper
+
+from core import locks
+from executions import metrics, sql
+from executions.models import BlockedBy
+from executions.services import dispatch
+from teams.models import effective_team_limit
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _QueuedWorkflow:
+    id: int
+    name: str
+    free: float
+
+
+def promote_team(team_id: int, *, trigger: str) -> list[uuid.UUID]:
+    """Promote what fits for one team; return the promoted execution ids."""
+    with transaction.atomic():
+        locks.lock_team(team_id)
+        with connection.cursor() as cursor:
+            cursor.execute(sql.QUEUED_WORKFLOWS, {"team_id": team_id})
+            workflow_ids = [row[0] for row in cursor.fetchall()]
+            if not workflow_ids:
+                return []
+            locks.lock_workflows(workflow_ids)
+            cursor.execute(sql.PROMOTION_STATE, {"workflow_ids": workflow_ids})
+            rows = cursor.fetchall()
+            team_slug, team_override, team_holders = rows[0][4:7]
+            team_free = _free(team_holders, effective_team_limit(team_override))
+            workflows = [
+                _QueuedWorkflow(id=row[0], name=row[1], free=_free(row[3], row[2])) for row in rows
+            ]
+            chosen = _oldest_first(cursor, workflows, team_free)
+            promoted = []
+            if chosen:
+                cursor.execute(sql.PROMOTE, {"ids": chosen})
+                promoted = cursor.fetchall()
+            team_full = team_free - len(promoted) <= 0
+            cursor.execute(
+                sql.RELABEL_QUEUE,
+                {
+                    "team_id": team_id,
+                    "blocked_by": BlockedBy.TEAM if team_full else BlockedBy.WORKFLOW,
+                },
+            )
+        names = {w.id: w.name for w in workflows}
+        waits = [(names[workflow_id], wait) for _, workflow_id, wait in promoted]
+        promoted_ids = {execution_id for execution_id, _, _ in promoted}
+        ids = [execution_id for execution_id in chosen if execution_id in promoted_ids]
+        transaction.on_commit(
+            lambda: metrics.count_promotions(team=team_slug, trigger=trigger, waits=waits)
+        )
+        transaction.on_commit(lambda: dispatch.start_executions(ids))
+    return ids
+
+
+def promote_all(*, trigger: str) -> int | None:
+    """The backup poller: promote for every team with a queue. None when another run holds the
+    poller lock (overlapping runs skip rather than queue up)."""
+    with transaction.atomic():
+        if not locks.try_lock(locks.Namespace.POLLER):
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute(sql.TEAMS_WITH_QUEUE)
+            team_ids = sorted(row[0] for row in cursor.fetchall())
+        promoted = 0
+        for team_id in team_ids:
+            try:
+                promoted += len(promote_team(team_id, trigger=trigger))
+            except OperationalError as error:
+                # One team's lock held past lock_timeout must not cost every other team its
+                # backup promotion: promote_team's savepoint rolled back, the pass goes on.
+                if not locks.is_busy(error):
+                    raise
+                logger.warning("poller skipped team %s: its lock is busy", team_id)
+        return promoted
+
+
+def _free(holders: int, limit: int) -> float:
+    return math.inf if limit == 0 else max(0, limit - holders)
+
+
+def _oldest_first(
+    cursor: CursorWrapper, workflows: list[_QueuedWorkflow], team_free: float
+) -> list[uuid.UUID]:
+    """The oldest queued executions that fit: at most `free` per workflow, `team_free` in all."""
+    candidates: list[list[tuple[datetime, uuid.UUID]]] = []
+    for workflow in workflows:
+        take = min(workflow.free, team_free)
+        if take <= 0:
+            continue
+        cursor.execute(
+            sql.OLDEST_QUEUED,
+            {"workflow_id": workflow.id, "limit": None if math.isinf(take) else int(take)},
+        )
+        candidates.append([(created_at, execution_id) for execution_id, created_at in cursor])
+    merged = heapq.merge(*candidates)
+    if math.isinf(team_free):
+        return [execution_id for _, execution_id in merged]
+    return [execution_id for _, execution_id in list(merged)[: int(team_free)]]
