@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
 from django_q.conf import Conf
 
 from engine import schedules
@@ -133,3 +135,22 @@ def make_workflow(db: None) -> Callable[..., WorkflowDefinition]:
         return workflow_apply(team=team, content=workflow_yaml(name, **kwargs)).workflow  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., User]:
+    def make(username: str, *, staff: bool = False, teams: tuple[Team, ...] = ()) -> User:
+        user = User.objects.create_user(
+            username, password="s3cret-pass", is_staff=staff, is_superuser=staff
+        )
+        user.teams.set(teams)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def admin_client(client: Client, make_user: Callable[..., User]) -> Client:
+    """Django's test client signed in as a superuser."""
+    client.force_login(make_user("root", staff=True))
+    return client

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError
+
+from executions.models import Execution, Status
+from executions.services.admission import admit
+from tests.commands import exit_code, run
+from workflows.models import WorkflowDefinition
+
+
+@pytest.mark.django_db
+class TestRun:
+    def test_it_prints_the_id_and_status(self, team, make_workflow):
+        make_workflow(team, limit=1)
+        first = run("mantle_run", "deploy", "--team", "acme").split()
+        second = run("mantle_run", "deploy", "--team", "acme").split()
+        assert first[1] == "pending"
+        assert second[1:3] == ["queued", "queue"]
+        assert Execution.objects.get(id=second[0]).status == Status.QUEUED
+
+    def test_a_rejection_exits_3_and_names_scope_and_limit(self, team, make_workflow):
+        make_workflow(team, limit=1, on_limit="reject")
+        run("mantle_run", "deploy", "--team", "acme")
+        with pytest.raises(CommandError, match="workflow concurrency limit of 1") as raised:
+            run("mantle_run", "deploy", "--team", "acme")
+        assert raised.value.returncode == 3
+
+    def test_force_bypasses_the_limit(self, team, make_workflow):
+        make_workflow(team, limit=1, on_limit="reject")
+        run("mantle_run", "deploy", "--team", "acme")
+        assert run("mantle_run", "deploy", "--team", "acme", "--force").split()[1] == "pending"
+        assert Execution.objects.get(forced=True).status == Status.PENDING
+
+    def test_unknown_workflow_or_team_exits_2(self, team):
+        assert exit_code("mantle_run", "nope", "--team", "acme") == 2
+        assert exit_code("mantle_run", "nope", "--team", "nobody") == 2
+
+    def test_inputs_are_typed_by_the_declaration(self, team, make_workflow):
+        make_workflow(
+            team,
+            extra="inputs:\n  count:\n    type: number\n  dry:\n    type: boolean\n"
+            "  env:\n    type: string\n",
+        )
+        output = run(
+            "mantle_run",
+            "deploy",
+            "--team",
+            "acme",
+            "--input",
+            "count=3",
+            "--input",
+            "dry=true",
+            "--input",
+            "env=prod",
+        )
+        execution = Execution.objects.get(id=output.split()[0])
+        assert execution.inputs == {"count": 3, "dry": True, "env": "prod"}
+        assert exit_code("mantle_run", "deploy", "--team", "acme", "--input", "count=x") == 2
+        assert exit_code("mantle_run", "deploy", "--team", "acme", "--input", "nokey") == 2
+
+
+@pytest.mark.django_db
+def test_status_prints_the_status_word_first(team, make_workflow):
+    make_workflow(team, limit=1)
+    admit(team=team, workflow=WorkflowDefinition.objects.get())
+    queued = admit(team=team, workflow=WorkflowDefinition.objects.get()).execution
+    lines = run("mantle_status", str(queued.id)).splitlines()
+    assert lines[0] == "queued"
+    assert lines[1] == "queue position 1, blocked by workflow"
+
+
+@pytest.mark.django_db
+def test_cancel_exits_0_then_1_on_a_terminal_execution(team, make_workflow):
+    execution = admit(team=team, workflow=make_workflow(team)).execution
+    assert "cancelled" in run("mantle_cancel", str(execution.id))
+    assert exit_code("mantle_cancel", str(execution.id)) == 1

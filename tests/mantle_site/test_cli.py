@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from tests.processes import CONFIG
+
+
+def mantle(
+    *args: str, database_url: str, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    mantle_script = Path(sys.executable).with_name("mantle")
+    env = {**os.environ, **CONFIG, "DATABASE_URL": database_url}
+    if home is not None:
+        env["MANTLE_HOME"] = str(home)
+    return subprocess.run(
+        [str(mantle_script), *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_console_script_exit_codes(test_database_url, team, make_workflow):
+    make_workflow(team, limit=1, on_limit="reject")
+    admitted = mantle("run", "deploy", "--team", "acme", database_url=test_database_url)
+    assert admitted.returncode == 0, admitted.stderr
+    assert admitted.stdout.split()[1] == "pending"
+    rejected = mantle("run", "deploy", "--team", "acme", database_url=test_database_url)
+    assert rejected.returncode == 3
+    assert "workflow concurrency limit of 1" in rejected.stderr
+    unknown = mantle("run", "nope", "--team", "acme", database_url=test_database_url)
+    assert unknown.returncode == 2
+    assert mantle("frobnicate", database_url=test_database_url).returncode == 2
+    status = mantle("status", admitted.stdout.split()[0], database_url=test_database_url)
+    assert status.stdout.splitlines()[0] == "pending"
+
+
+def test_a_cli_rejection_is_counted_where_the_local_server_scrapes(
+    test_database_url, team, make_workflow, tmp_path
+):
+    (tmp_path / "metrics").mkdir()  # what `mantle serve` prepares under MANTLE_HOME
+    make_workflow(team, limit=1, on_limit="reject")
+    for expected in (0, 3):
+        done = mantle(
+            "run", "deploy", "--team", "acme", database_url=test_database_url, home=tmp_path
+        )
+        assert done.returncode == expected, done.stderr
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(tmp_path / "metrics"))
+    labels = {"team": "acme", "workflow": "deploy", "scope": "workflow"}
+    assert registry.get_sample_value("mantle_executions_rejected_total", labels) == 1
+
+
+def test_a_bad_config_stops_the_console_script_with_the_key_named(tmp_path):
+    config = tmp_path / "mantle.yaml"
+    config.write_text("engine:\n  max_concurent: 5\n")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("mantle")), "teams", "list"],
+        env={**os.environ, "MANTLE_CONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "configuration error: unknown key 'engine.max_concurent'" in done.stderr
+    assert "Traceback" not in done.stderr
