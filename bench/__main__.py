@@ -65,27 +65,35 @@ def main(argv: list[str]) -> None:
     hot = {kind: fixtures.fleet("bench-hot", 1, kind) for kind in (*kinds, "open")}
     print("| " + " | ".join(report.HEADER) + " |", flush=True)
     rates: dict[tuple[str, int], float] = {}
-    if 1 in only:
+
+    def figure_1() -> None:
         fleets = {}
         for kind in kinds:
             fleets[f"hot team, {kind}"] = hot[kind]
             fleets[f"100 teams, {kind}"] = many[kind]
-        rates = admission.run(
-            results, url=url, fleets=fleets, clients=clients, seconds=seconds, rounds=rounds
+        rates.update(
+            admission.run(
+                results, url=url, fleets=fleets, clients=clients, seconds=seconds, rounds=rounds
+            )
         )
-    if 2 in only:
+
+    def figure_2() -> None:
+        if ("hot team, open", 16) not in rates:
+            raise RuntimeError("figure 1 (hot team, open, 16 clients) did not run")
         http.run(
             results,
             hot=hot["open"],
-            direct_rate=rates[("hot team, open", 16)] if "open" in kinds else float("nan"),
+            direct_rate=rates[("hot team, open", 16)],
             seconds=max(seconds, 2),
             rounds=rounds,
             workers=options.http_workers,
         )
-    if 3 in only:
+
+    def figure_3() -> None:
         chain = fixtures.fleet("bench-chain", 1, "chain")[0]
         promotion.run(results, chain=chain, samples=samples, cluster=True)
-    if 4 in only:
+
+    def figure_4() -> None:
         backlog = fixtures.fleet("bench-backlog", 1, "limited")[0]
         growth.run(
             results,
@@ -96,6 +104,15 @@ def main(argv: list[str]) -> None:
             seconds=seconds,
             rounds=rounds,
         )
+
+    figures = {1: figure_1, 2: figure_2, 3: figure_3, 4: figure_4}
+    for number, figure in figures.items():
+        if number in only:
+            try:
+                figure()
+            except Exception as error:
+                results.fail(str(number), error)
+                database.truncate_executions()
     settings = (
         f"{seconds} s rounds, {rounds} rounds, clients {clients}, {finished:,} finished rows, "
         f"{samples} latency samples; {time.monotonic() - started:.0f} s in all"
@@ -107,6 +124,10 @@ def main(argv: list[str]) -> None:
     if not options.no_write:
         report.write(results, machine=machine.describe(server_label=label), settings=settings)
         print(f"written to {report.RESULTS}")
+    for failure in results.failed:
+        print(failure, file=sys.stderr)
+    if results.failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

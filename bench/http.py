@@ -60,8 +60,7 @@ def run(
     workers: int,
 ) -> None:
     if shutil.which("wrk") is None:
-        report.notes.append("figure 2 skipped: wrk is not installed (apt-get install wrk)")
-        return
+        raise RuntimeError("wrk is not installed (as root, `make bench` runs apt-get install wrk)")
     target = hot[0]
     _, key = api_key_create(team=target.team, name="bench")
     rates: list[float] = []

