@@ -8,7 +8,9 @@ the key, which stops start-up.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,19 @@ class DatabaseConfig:
     url: str | None = None
 
 
+HostOrNetwork = str | ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """`engine.http`: the egress policy of `http/request` (engine/egress.py). An entry is a
+    network (CIDR or address) or a host name (`*.example.com` matches its subdomains)."""
+
+    allow: tuple[HostOrNetwork, ...] = ()
+    deny: tuple[HostOrNetwork, ...] = ()
+    max_response_bytes: int = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     max_concurrent_executions_per_team: int = 0
@@ -35,6 +50,7 @@ class EngineConfig:
     reaper_interval: float = 30.0
     workers: int = 4
     broker: str = "orm"
+    http: HttpConfig = field(default_factory=HttpConfig)
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,39 @@ def _broker(value: object) -> str:
     return text
 
 
+_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def _host_or_network(value: object) -> HostOrNetwork:
+    text = str(value).strip().lower().rstrip(".")
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        pass
+    if not _HOST.fullmatch(text):
+        raise ValueError(f"expected a CIDR, an address or a host name, got {value!r}")
+    return text
+
+
+def _http(value: object) -> HttpConfig:
+    # From the environment (MANTLE_ENGINE_HTTP) the mapping comes as YAML text.
+    if isinstance(value, str):
+        value = yaml.safe_load(value)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping with allow, deny, max_response_bytes, got {value!r}")
+    parsed: dict[str, Any] = {}
+    for key, entries in value.items():
+        if key == "max_response_bytes":
+            parsed[key] = _positive_int(entries)
+        elif key in {"allow", "deny"}:
+            if not isinstance(entries, list):
+                raise ValueError(f"{key}: expected a list, got {entries!r}")
+            parsed[key] = tuple(_host_or_network(entry) for entry in entries)
+        else:
+            raise ValueError(f"unknown key {key!r}")
+    return HttpConfig(**parsed)
+
+
 def _url(value: object) -> str:
     text = str(value)
     if not text.startswith(("postgresql://", "postgres://")):
@@ -96,6 +145,7 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "reaper_interval": parse_duration,
         "workers": _positive_int,
         "broker": _broker,
+        "http": _http,
     },
     "server": {"bind": _bind, "workers": _positive_int},
 }

@@ -1,7 +1,8 @@
 """`http/request` on httpx: params `method`, `url`, `headers`, `body` (a mapping or list is sent
 as JSON, anything else as text), `timeout` (seconds or a duration, default 30s). Output `status`,
 `headers`, `body`, `json` (null unless the body is JSON). A 4xx/5xx fails the step with the
-output kept."""
+output kept. Every hop, redirects included, goes only where the egress policy allows
+(engine/egress.py), and a body over `engine.http.max_response_bytes` fails the step."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import json
 from typing import Any
 
 import httpx
+from django.conf import settings
 
 from core.durations import parse_duration
 from engine.actions import ActionContext, ActionFailed
+from engine.egress import MAX_REDIRECTS, EgressRefused, destination_resolve, redirect_next
 
 NAME = "http/request"
 DEFAULT_TIMEOUT = 30.0
@@ -34,8 +37,12 @@ def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     elif body is not None:
         content = {"content": str(body).encode()}
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=True) as client:
-            response = client.request(method, url, headers=headers, **content)
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            response, text = _send(client, method, httpx.URL(url), headers, content)
+    except httpx.InvalidURL as exc:
+        raise ActionFailed(f"{url!r} is not a valid URL: {exc}") from None
+    except EgressRefused as exc:
+        raise ActionFailed(f"{method} {url}: refused: {exc}") from None
     except httpx.TimeoutException:
         raise ActionFailed(f"{method} {url}: timed out after {timeout:g}s") from None
     except httpx.HTTPError as exc:
@@ -43,8 +50,8 @@ def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     output = {
         "status": response.status_code,
         "headers": dict(response.headers),
-        "body": response.text,
-        "json": _json(response),
+        "body": text,
+        "json": _json(text),
     }
     if response.is_error:
         raise ActionFailed(
@@ -53,8 +60,55 @@ def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     return output
 
 
-def _json(response: httpx.Response) -> Any:
+def _send(
+    client: httpx.Client,
+    method: str,
+    url: httpx.URL,
+    headers: dict[str, str],
+    content: dict[str, Any],
+) -> tuple[httpx.Response, str]:
+    policy = settings.MANTLE.engine.http
+    for _hop in range(MAX_REDIRECTS + 1):
+        destination = destination_resolve(url, policy)
+        request = client.build_request(
+            method,
+            destination.url,
+            headers={**_without(headers, "host"), **destination.headers},
+            extensions=destination.extensions,
+            **content,
+        )
+        response = client.send(request, stream=True)
+        try:
+            hop = redirect_next(response, url, method)
+            if hop is None:
+                return response, _read(response, policy.max_response_bytes)
+        finally:
+            response.close()
+        if hop[0].host != url.host:
+            headers = _without(headers, "authorization")
+        url, next_method = hop
+        if next_method != method:
+            method, content = next_method, {}
+    raise ActionFailed(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+
+def _without(headers: dict[str, str], name: str) -> dict[str, str]:
+    return {key: value for key, value in headers.items() if key.lower() != name}
+
+
+def _read(response: httpx.Response, limit: int) -> str:
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise ActionFailed(
+                f"the response body exceeds engine.http.max_response_bytes ({limit} bytes)"
+            )
+    return body.decode(response.encoding or "utf-8", errors="replace")
+
+
+def _json(text: str) -> Any:
     try:
-        return response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return json.loads(text)
+    except json.JSONDecodeError:
         return None

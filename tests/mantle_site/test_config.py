@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,10 @@ def test_mantle_config_names_the_file(tmp_path):
         ("server:\n  bind: localhost\n", "server.bind"),
         ("database:\n  url: mysql://x\n", "database.url"),
         ("engine: 5\n", "engine"),
+        ("engine:\n  http:\n    allow: [10.0.0.0/33]\n", "engine.http"),
+        ("engine:\n  http:\n    deny: [not a host]\n", "engine.http"),
+        ("engine:\n  http:\n    allow: 10.0.0.0/8\n", "engine.http"),
+        ("engine:\n  http:\n    proxy: x\n", "engine.http"),
     ],
 )
 def test_a_bad_key_or_value_names_the_key(tmp_path, text, named):
@@ -82,3 +87,23 @@ def test_a_bad_key_or_value_names_the_key(tmp_path, text, named):
 def test_a_bad_environment_value_names_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"engine\.step_lease"):
         load_config(write(tmp_path, ""), environ={"MANTLE_ENGINE_STEP_LEASE": "-3s"})
+
+
+def test_the_egress_policy_reads_networks_hosts_and_a_body_cap(tmp_path):
+    path = write(
+        tmp_path,
+        "engine:\n  http:\n    allow: [10.1.0.0/16, 192.168.1.7, Internal.Example.com.]\n"
+        "    deny: ['*.corp']\n    max_response_bytes: 2048\n",
+    )
+    http = load_config(path, environ={}).engine.http
+    assert http.allow == (
+        ipaddress.ip_network("10.1.0.0/16"),
+        ipaddress.ip_network("192.168.1.7/32"),
+        "internal.example.com",
+    )
+    assert (http.deny, http.max_response_bytes) == (("*.corp",), 2048)
+    from_env = load_config(
+        write(tmp_path, ""), environ={"MANTLE_ENGINE_HTTP": "{allow: ['::1']}"}
+    ).engine.http
+    assert from_env.allow == (ipaddress.ip_network("::1/128"),)
+    assert load_config(write(tmp_path, ""), environ={}).engine.http.max_response_bytes == 1048576
