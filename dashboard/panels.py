@@ -77,11 +77,26 @@ SELECT id, team_id, name, status, elapsed, done, total FROM (
 """
 
 
+# The admin's permissions: viewing executions, and changing them (its cancel action).
+VIEW_EXECUTIONS = "executions.view_execution"
+CANCEL_EXECUTIONS = "executions.change_execution"
+
+
 def teams_visible_to(*, user: AbstractBaseUser) -> QuerySet[Team]:
-    """Staff see every team; other users the teams they are members of."""
-    if user.is_staff:
+    """Who may view executions in the admin sees every team; others the teams they are
+    members of (being staff is not enough)."""
+    if user.has_perm(VIEW_EXECUTIONS):
         return Team.objects.all()
     return Team.objects.filter(members=user)
+
+
+def team_ids_cancellable_by(*, user: AbstractBaseUser, team_ids: Iterable[int]) -> set[int]:
+    """Of these teams, those whose executions the user may cancel: all of them for who may
+    cancel in the admin, else the teams the user is a member of."""
+    team_ids = set(team_ids)
+    if user.has_perm(CANCEL_EXECUTIONS):
+        return team_ids
+    return set(Team.objects.filter(members=user, id__in=team_ids).values_list("id", flat=True))
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.panels import dashboard_panels, teams_visible_to
+from dashboard.panels import dashboard_panels, team_ids_cancellable_by, teams_visible_to
 from executions.models import Execution
 from executions.services.lifecycle import NotCancellable, cancel_execution
 
@@ -21,7 +22,10 @@ LOGIN_URL = "dashboard:login"
 def _render(request: HttpRequest, template: str) -> HttpResponse:
     now = timezone.now()
     panels = dashboard_panels(teams=teams_visible_to(user=request.user), now=now)
-    return render(request, template, {"panels": panels, "now": now})
+    team_ids = [panel.team.id for panel in panels]
+    cancellable = team_ids_cancellable_by(user=request.user, team_ids=team_ids)
+    context = {"panels": panels, "now": now, "cancellable": cancellable}
+    return render(request, template, context)
 
 
 @require_GET
@@ -40,8 +44,11 @@ def live(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required(login_url=LOGIN_URL)
 def cancel(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
+    # 404 for what the user may not see; 403 for what they see but may not cancel.
     visible = Execution.objects.filter(team__in=teams_visible_to(user=request.user))
     execution = get_object_or_404(visible.select_related("workflow"), id=execution_id)
+    if not team_ids_cancellable_by(user=request.user, team_ids=[execution.team_id]):
+        raise PermissionDenied(f"{request.user} may not cancel executions of this team")
     label = f"{execution.workflow.name} {str(execution.id)[:8]}"
     try:
         cancel_execution(execution.id, reason=f"cancelled by {request.user} on the dashboard")

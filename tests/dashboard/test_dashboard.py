@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
@@ -208,3 +209,43 @@ def test_whitenoise_serves_the_collected_htmx_and_stylesheet(client, settings, t
         response = client.get(f"/static/{name}")
         assert response.status_code == 200
         assert type(response).__module__.startswith("whitenoise")
+
+
+def test_staff_without_permissions_cannot_cancel_another_teams_execution(
+    client, make_team, make_workflow, make_user
+):
+    """Being staff is not the admin's permission: such a user sees and cancels only the teams
+    they are a member of, like the admin that refuses them."""
+    mine, theirs = make_team("mine"), make_team("theirs")
+    execution = admit(team=theirs, workflow=make_workflow(theirs)).execution
+    own = admit(team=mine, workflow=make_workflow(mine)).execution
+    user = User.objects.create_user("sam", password="s3cret-pass", is_staff=True)
+    user.teams.set([mine])
+    client.force_login(user)
+    assert [p.team.slug for p in live(client).context["panels"]] == ["mine"]
+    assert client.post(reverse("dashboard:cancel", args=[execution.id])).status_code == 404
+    assert Execution.objects.get(id=execution.id).status == Status.PENDING
+    client.post(reverse("dashboard:cancel", args=[own.id]))
+    assert Execution.objects.get(id=own.id).status == Status.CANCELLED
+
+
+def test_viewing_without_the_cancel_permission_shows_no_cancel_and_refuses_it(
+    client, make_team, make_workflow, make_user
+):
+    mine, theirs = make_team("mine"), make_team("theirs")
+    theirs_workflow = make_workflow(theirs, limit=1)
+    admit(team=theirs, workflow=theirs_workflow)
+    queued = admit(team=theirs, workflow=theirs_workflow).execution
+    user = User.objects.create_user("viv", password="s3cret-pass", is_staff=True)
+    user.teams.set([mine])
+    user.user_permissions.add(Permission.objects.get(codename="view_execution"))
+    client.force_login(user)
+    response = live(client)
+    assert [p.team.slug for p in response.context["panels"]] == ["mine", "theirs"]
+    assert str(queued.id) in response.content.decode()
+    assert b'class="cancel"' not in response.content
+    assert client.post(reverse("dashboard:cancel", args=[queued.id])).status_code == 403
+    assert Execution.objects.get(id=queued.id).status == Status.QUEUED
+    user.user_permissions.add(Permission.objects.get(codename="change_execution"))
+    client.post(reverse("dashboard:cancel", args=[queued.id]))
+    assert Execution.objects.get(id=queued.id).status == Status.CANCELLED
