@@ -66,9 +66,14 @@ class TeamApi(APIView):
         return self.request.user  # type: ignore[return-value]
 
 
+# Characters jsonb cannot store: NUL, and lone UTF-16 surrogates, which a JSON escape can
+# spell (\ud800) but UTF-8 cannot encode.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def parse_json(raw: bytes) -> Any:
-    """JSON that PostgreSQL's jsonb can store: ValueError also on NaN, infinite numbers and
-    \\u0000, which jsonb refuses."""
+    """JSON that PostgreSQL's jsonb can store: ValueError also on NaN, infinite numbers,
+    \\u0000 and lone surrogates, which jsonb refuses."""
 
     def reject(constant: str) -> None:
         raise ValueError(f"{constant} is not JSON")
@@ -79,13 +84,13 @@ def parse_json(raw: bytes) -> Any:
     except RecursionError:
         raise ValueError("nested too deeply") from None
     if not storable:
-        raise ValueError("infinite numbers and \\u0000 cannot be stored")
+        raise ValueError("infinite numbers, \\u0000 and lone surrogates cannot be stored")
     return document
 
 
 def _storable(value: Any) -> bool:
     if isinstance(value, str):
-        return "\x00" not in value
+        return _UNSTORABLE.search(value) is None
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):

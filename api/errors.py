@@ -143,6 +143,9 @@ class JsonErrorMiddleware:
         if is_json and _content_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             exc = PayloadTooLarge()
             return JsonResponse(error_body(exc.code, str(exc.detail)), status=413)
+        if is_json and _has_nul(request):
+            detail = "the URL contains a NUL character (%00)"
+            return JsonResponse(error_body("invalid_url", detail), status=400)
         response = self.get_response(request)
         if is_json and response.status_code >= 400 and not _is_json(response):
             return _as_json(response)
@@ -156,6 +159,11 @@ class JsonErrorMiddleware:
             logger.exception("unhandled error on %s", request.path, exc_info=exc)
             return JsonResponse(error_body("internal_error", "internal server error"), status=500)
         return None
+
+
+def _has_nul(request: HttpRequest) -> bool:
+    # PostgreSQL text cannot hold NUL: a %00 in a name or a filter would fail in the query.
+    return "\x00" in request.path or "%00" in request.META.get("QUERY_STRING", "")
 
 
 def _content_length(request: HttpRequest) -> int:

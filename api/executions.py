@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -112,11 +112,12 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         created_at, execution_id = raw.split("|")
         after = datetime.fromisoformat(created_at), uuid.UUID(execution_id)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        if after[0].tzinfo is None:
+            raise ValueError("no time zone")
+        # In UTC, as the query compares: 0001-01-01T00:00+05:00 is out of range there.
+        return after[0].astimezone(UTC), after[1]
+    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError):
         raise ApiError(400, "invalid_filter", "cursor: not a cursor this API returned") from None
-    if after[0].tzinfo is None:
-        raise ApiError(400, "invalid_filter", "cursor: not a cursor this API returned")
-    return after
 
 
 def _team_execution(team: Team, execution_id: uuid.UUID) -> Execution:

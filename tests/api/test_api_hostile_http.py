@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from django.db import connection, transaction
 
 from executions.models import Execution
 from teams.models import Team
@@ -63,3 +64,33 @@ def test_chunked_bodies_are_read_whole_capped_and_signed_as_read(team: Team, ser
     assert hook_execution.trigger["payload"]["ref"] == "main"
     assert Execution.objects.get(id=run.json()["execution_id"]).inputs == {"ref": "v2"}
     assert Execution.objects.count() == 2
+
+
+def test_gunicorns_own_refusals_are_json(team: Team, serve) -> None:
+    server = serve(workers=1)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        long_url = client.get("/api/v1/workflows/" + "a" * 9000)
+        many_headers = client.get("/healthz", headers={f"X-H{n}": "v" for n in range(120)})
+        big_header = client.get("/healthz", headers={"X-Big": "v" * 9000})
+    assert (long_url.status_code, long_url.json()["error"]) == (414, "uri_too_long")
+    for response in (many_headers, big_header):
+        assert response.status_code == 431
+        assert response.json()["error"] == "request_header_fields_too_large"
+
+
+def test_a_request_stopped_at_the_worker_timeout_is_answered_in_json(team: Team, serve) -> None:
+    _, key = api_key_create(team=team)
+    server = serve(workers=1, env={"GUNICORN_CMD_ARGS": "--timeout 2"})
+    # The workflows table locked by another transaction: reading it waits past the timeout.
+    with connection.cursor() as cursor, transaction.atomic():
+        cursor.execute("LOCK TABLE workflows_workflowdefinition IN ACCESS EXCLUSIVE MODE")
+        response = httpx.get(
+            f"{server.url}/api/v1/workflows",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": "request_timeout",
+        "detail": "the request ran longer than 2s and was stopped",
+    }
