@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from fnmatch import fnmatchcase
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
@@ -25,8 +27,6 @@ from executions.services.idempotency import admit_once
 from workflows.selectors import workflow_by_webhook_path
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
-# Credentials of the caller are not the workflow's business, and the trigger is stored.
-DROPPED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
 class WebhookApi(APIView):
@@ -59,15 +59,30 @@ class WebhookApi(APIView):
                 "type": "webhook",
                 "path": path,
                 "payload": _payload(body),
-                "headers": {
-                    name.lower(): value
-                    for name, value in request.headers.items()
-                    if name.lower() not in DROPPED_HEADERS
-                },
+                "headers": _stored_headers(request),
             },
-            idempotency_key=idempotency_key_of(request),
+            idempotency_key=_scoped(path, idempotency_key_of(request)),
         )
         return admission_response(execution, replayed=replayed)
+
+
+def _stored_headers(request: Request) -> dict[str, str]:
+    """The headers a workflow may read: credentials of the caller are not its business, and
+    the trigger is stored and shown (engine.redact_headers)."""
+    redacted = settings.MANTLE.engine.redact_headers
+    return {
+        name: value
+        for name, value in ((n.lower(), v) for n, v in request.headers.items())
+        if not any(fnmatchcase(name, pattern) for pattern in redacted)
+    }
+
+
+def _scoped(path: str, key: str | None) -> str | None:
+    """An anonymous caller's key lives in this hook's own key space: it can neither replay an
+    execution that an API client or another hook started nor learn that one exists."""
+    if key is None:
+        return None
+    return "webhook:" + hashlib.sha256(f"{path} {key}".encode()).hexdigest()
 
 
 def _secret(spec: dict[str, Any], path: str) -> str | None:

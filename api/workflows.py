@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from api.base import TeamApi
 from api.errors import ApiError
 from api.serializers import ErrorOutput
+from workflows.redaction import content_redacted
 from workflows.selectors import workflow_get, workflow_list
 from workflows.services import workflow_apply
 
@@ -47,7 +48,10 @@ class WorkflowListApi(TeamApi):
 
 class WorkflowDetailApi(TeamApi):
     class WorkflowDetailOutput(WorkflowOutput):
-        content = serializers.CharField(source="current_version.content")
+        content = serializers.SerializerMethodField()
+
+        def get_content(self, workflow: Any) -> str:
+            return content_redacted(workflow.current_version.content)
 
     @extend_schema(
         operation_id="get_workflow", responses={200: WorkflowDetailOutput, 404: ErrorOutput}

@@ -51,6 +51,16 @@ class EngineConfig:
     workers: int = 4
     broker: str = "orm"
     http: HttpConfig = field(default_factory=HttpConfig)
+    # Request headers never stored in a webhook's trigger (fnmatch patterns, lower case).
+    redact_headers: tuple[str, ...] = (
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "x-api-key",
+        "x-*-token",
+        "x-hub-signature*",
+        "x-signature-256",
+    )
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,14 @@ def _http(value: object) -> HttpConfig:
     return HttpConfig(**parsed)
 
 
+def _header_patterns(value: object) -> tuple[str, ...]:
+    # From the environment (MANTLE_ENGINE_REDACT_HEADERS) the list comes comma-separated.
+    entries = value.split(",") if isinstance(value, str) else value
+    if not isinstance(entries, list | tuple) or not all(isinstance(e, str) for e in entries):
+        raise ValueError(f"expected a list of header names or patterns, got {value!r}")
+    return tuple(entry.strip().lower() for entry in entries if entry.strip())
+
+
 def _url(value: object) -> str:
     text = str(value)
     if not text.startswith(("postgresql://", "postgres://")):
@@ -146,6 +164,7 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "workers": _positive_int,
         "broker": _broker,
         "http": _http,
+        "redact_headers": _header_patterns,
     },
     "server": {"bind": _bind, "workers": _positive_int},
 }

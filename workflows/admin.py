@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from teams.models import Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.redaction import content_redacted
 from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
@@ -125,6 +126,8 @@ class WorkflowDefinitionAdmin(admin.ModelAdmin):
         )
         if workflow is None or workflow.current_version is None:
             return {}
+        # Unredacted: this form saves what it shows, so a placeholder would become the secret.
+        # It is for who may add workflows, who may set the secret anyway.
         return {"team": workflow.team_id, "content": workflow.current_version.content}
 
 
@@ -146,4 +149,5 @@ class WorkflowVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="YAML")
     def yaml(self, version: WorkflowVersion) -> str:
-        return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>', version.content)
+        content = content_redacted(version.content)
+        return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>', content)
