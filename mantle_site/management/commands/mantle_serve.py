@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from engine import schedules
 from executions import metrics
@@ -34,6 +35,8 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, web_only: bool, workers_only: bool, bind: str | None, **opts: Any
     ) -> None:
+        # The embedded PostgreSQL (if used) is up before the children connect to it at once.
+        connection.ensure_connection()
         commands = []
         if not workers_only:
             commands.append(self.web_command(bind or settings.MANTLE.server.bind))
