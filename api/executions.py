@@ -24,8 +24,8 @@ from api.errors import ApiError
 from api.serializers import ErrorOutput, ExecutionDetailOutput, ExecutionOutput
 from executions.models import Execution, Status
 from executions.selectors import execution_get, execution_list
-from executions.services.idempotency import admit_once
-from executions.services.lifecycle import cancel_execution
+from executions.services.idempotency import execution_admit_once
+from executions.services.lifecycle import execution_cancel
 from teams.models import Team
 from workflows.selectors import workflow_get
 
@@ -50,7 +50,7 @@ class RunApi(TeamApi):
         definition = workflow_get(team=self.team, name=workflow)
         if definition is None:
             raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
-        execution, replayed = admit_once(
+        execution, replayed = execution_admit_once(
             team=self.team,
             workflow=definition,
             inputs=serializer.validated_data.get("inputs"),
@@ -147,5 +147,5 @@ class ExecutionCancelApi(TeamApi):
     )
     def post(self, request: Request, execution_id: uuid.UUID) -> Response:
         execution = _team_execution(self.team, execution_id)
-        cancel_execution(execution.id, reason="cancelled through the API")
+        execution_cancel(execution.id, reason="cancelled through the API")
         return Response({"execution_id": execution.id, "status": Status.CANCELLED})

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from api.base import ADMISSION_RESPONSES, IDEMPOTENCY_HEADER, admission_response, parse_json
 from api.base import idempotency_key as idempotency_key_of
 from api.errors import ApiError
-from executions.services.idempotency import admit_once
+from executions.services.idempotency import execution_admit_once
 from workflows.selectors import workflow_by_webhook_path
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -51,7 +51,7 @@ class WebhookApi(APIView):
         secret = _secret(workflow.current_version.spec, path)
         if secret is not None and not _signed(body, secret, request.headers.get(SIGNATURE_HEADER)):
             raise ApiError(403, "bad_signature", f"{SIGNATURE_HEADER} does not match the body")
-        execution, replayed = admit_once(
+        execution, replayed = execution_admit_once(
             team=workflow.team,
             workflow=workflow,
             inputs=None,

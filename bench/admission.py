@@ -25,7 +25,7 @@ def run(
     """Report rows; return the service's median rate per (scenario, clients)."""
     service_rates: dict[tuple[str, int], float] = {}
     report.notes.append(
-        "figure 1: the service runs admit(), one autocommit call of the PL/pgSQL function"
+        "figure 1: the service runs execution_admit(), one autocommit call of the PL/pgSQL function"
         " mantle_admit (locks, state read, decision, execution insert, and the worker task"
         " insert when pending); pgbench runs the same statements one round trip each in one"
         " transaction (BEGIN; the two advisory locks; the state read; the execution insert;"

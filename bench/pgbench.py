@@ -4,7 +4,7 @@ Mantle admits with one call of the PL/pgSQL function `mantle_admit` (executions/
 reference runs the same statements the function is built from, one round trip each, in one
 transaction: BEGIN; locks.ADMISSION_LOCKS; sql.ADMISSION_STATE; sql.ADMISSION_INSERT; then
 sql.DISPATCH_INSERT (pending) or sql.QUEUE_POSITION (queued); END. The values are the arguments
-of a real `admit()` call (captured), so they cannot drift either. The team, workflow and
+of a real `execution_admit()` call (captured), so they cannot drift either. The team, workflow and
 version become pgbench variables; a new execution id becomes gen_random_uuid(), the admission
 time clock_timestamp(); every other value stays a literal.
 """
@@ -28,7 +28,7 @@ from psycopg import sql as psql
 from bench.fixtures import Target, progression
 from core import locks
 from executions import sql as queries
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 
 VARIABLES = ("team_id", "workflow_id", "version_id")
 CLOCK = object()  # the admission time, taken after the locks
@@ -68,7 +68,7 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(wrapper):
-        admitted = admit(team=target.team, workflow=target.workflow).execution
+        admitted = execution_admit(team=target.team, workflow=target.workflow).execution
     (params,) = calls
     params = {
         **params,
@@ -127,7 +127,7 @@ def script(targets: list[Target]) -> str:
         lines.append(f"\\set {name} {first} + {step} * :k")
     # A limited workflow is captured full, as it runs in the benchmark: the admission queues.
     for _ in range(sample.workflow.current_version.max_parallel_executions):
-        admit(team=sample.team, workflow=sample.workflow)
+        execution_admit(team=sample.team, workflow=sample.workflow)
     lines.append("BEGIN;")
     lines += [_statement(sql, params, ids) for sql, params in capture_admission(sample)]
     lines.append("END;")

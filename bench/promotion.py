@@ -21,8 +21,8 @@ from django.db import transaction
 from bench import database, fixtures, servers
 from bench.report import Report, Row
 from executions.models import TERMINAL, Execution, Status
-from executions.services.admission import admit
-from executions.services.lifecycle import finish_execution
+from executions.services.admission import execution_admit
+from executions.services.lifecycle import execution_finish
 
 PROMOTION_GOAL_MS = 100.0
 RUNNING_GOAL_MS = 500.0
@@ -50,7 +50,7 @@ def _row(name: str, samples: list[float], goal_ms: float) -> Row:
 
 def _queue(target: fixtures.Target, count: int) -> None:
     for _ in range(count):
-        admit(team=target.team, workflow=target.workflow)
+        execution_admit(team=target.team, workflow=target.workflow)
 
 
 def promotion_in_process(target: fixtures.Target, samples: int) -> list[float]:
@@ -63,7 +63,7 @@ def promotion_in_process(target: fixtures.Target, samples: int) -> list[float]:
         with transaction.atomic():
             # Registered before the terminal transition's own hook: runs first after commit.
             transaction.on_commit(lambda committed=committed: committed.append(time.time()))
-            finish_execution(holder.id, status=Status.COMPLETED)
+            execution_finish(holder.id, status=Status.COMPLETED)
         promoted = Execution.objects.get(workflow=target.workflow, status=Status.PENDING)
         latencies.append((promoted.promoted_at.timestamp() - committed[0]) * 1000)
     database.truncate_executions()

@@ -1,5 +1,6 @@
-"""Admission throughput through `executions.admission.admit`: Python threads, each on its own
-Django database connection (closed at the end), admitting into random targets of a fleet."""
+"""Admission throughput through `executions.services.admission.execution_admit`: Python threads,
+each on its own Django database connection (closed at the end), admitting into random targets of
+a fleet."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from django.db import connection, connections
 
 from bench.fixtures import Target
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 
 
 def service(targets: list[Target], *, clients: int, seconds: float) -> float:
@@ -27,12 +28,12 @@ def service(targets: list[Target], *, clients: int, seconds: float) -> float:
         rng = random.Random(index)
         try:
             connection.ensure_connection()
-            admit(team=targets[0].team, workflow=targets[0].workflow)
+            execution_admit(team=targets[0].team, workflow=targets[0].workflow)
             barrier.wait(timeout=60)
             go.wait(timeout=60)
             while time.perf_counter() < deadline[0]:
                 target = targets[rng.randrange(len(targets))]
-                admit(team=target.team, workflow=target.workflow)
+                execution_admit(team=target.team, workflow=target.workflow)
                 counts[index] += 1
         except BaseException as error:
             errors.append(error)

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.panels import dashboard_panels, team_ids_cancellable_by, teams_visible_to
 from executions.models import Execution
-from executions.services.lifecycle import NotCancellable, cancel_execution
+from executions.services.lifecycle import NotCancellable, execution_cancel
 
 LOGIN_URL = "dashboard:login"
 
@@ -51,7 +51,7 @@ def cancel(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
         raise PermissionDenied(f"{request.user} may not cancel executions of this team")
     label = f"{execution.workflow.name} {str(execution.id)[:8]}"
     try:
-        cancel_execution(execution.id, reason=f"cancelled by {request.user} on the dashboard")
+        execution_cancel(execution.id, reason=f"cancelled by {request.user} on the dashboard")
     except NotCancellable as refused:
         messages.warning(request, f"{label} was not cancelled: it is already {refused.status}.")
     else:

@@ -59,9 +59,9 @@ def tick(state: dict[str, Any]) -> None:
     if _due(state, "reaper", engine.reaper_interval, now):
         reaper.reap()
     if _due(state, "poller", engine.queue_poll_interval, now):
-        promotion.promote_all(trigger="poller")
+        promotion.queue_promote_all(trigger="poller")
     if _due(state, "queue_samples", QUEUE_SAMPLE_INTERVAL, now):
-        queue_samples.record_queue_samples()
+        queue_samples.queue_sample_record()
     if _due(state, "cron", CRON_INTERVAL, now):
         since = state.get("cron_until", now)
         cron.admit_due(

@@ -15,7 +15,7 @@ from datetime import datetime
 from croniter import croniter
 from django.db import IntegrityError
 
-from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs
 
@@ -50,7 +50,7 @@ def latest_tick(schedule: str, *, since: datetime, until: datetime) -> datetime 
 def _admit_tick(workflow: WorkflowDefinition, index: int, schedule: str, tick: datetime) -> bool:
     trigger = {"type": "cron", "schedule": schedule, "scheduled_at": tick.isoformat()}
     try:
-        admit(
+        execution_admit(
             team=workflow.team,
             workflow=workflow,
             trigger=trigger,

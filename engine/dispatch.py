@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from executions.services.dispatch import enqueue
+from executions.services.dispatch import task_enqueue
 
 
 def start_steps(step_ids: Iterable[int]) -> None:
-    enqueue("engine.tasks.run_step", step_ids, "steps")
+    task_enqueue("engine.tasks.run_step", step_ids, "steps")
 
 
 def start_clock(state: dict[str, Any]) -> None:
-    enqueue("engine.tasks.engine_clock", [state], "engine")
+    task_enqueue("engine.tasks.engine_clock", [state], "engine")

@@ -103,7 +103,7 @@ def advance(execution_id: uuid.UUID) -> None:
         spec = WorkflowSpec.from_dict(execution.version.spec)
         deadline = workflow_deadline(execution, spec)
         if deadline is not None and timezone.now() >= deadline:
-            lifecycle.finish_execution(
+            lifecycle.execution_finish(
                 execution_id,
                 status=Status.TIMED_OUT,
                 error=f"workflow timed out after {spec.timeout:g}s",
@@ -116,7 +116,7 @@ def advance(execution_id: uuid.UUID) -> None:
         transaction.on_commit(lambda: dispatch.start_steps(ids))
         outcome = _outcome(plan)
         if outcome is not None:
-            lifecycle.finish_execution(execution_id, status=outcome[0], error=outcome[1])
+            lifecycle.execution_finish(execution_id, status=outcome[0], error=outcome[1])
 
 
 def _advance_step(plan: _Plan, step: StepSpec) -> None:

@@ -2,7 +2,7 @@
 
 - A running step whose lease expired (its worker stopped heartbeating) is settled as a failure
   on behalf of the lost owner, so it is retried when attempts are left, else it fails the
-  execution; the execution moves on and its slot is freed through `finish_execution`.
+  execution; the execution moves on and its slot is freed through `execution_finish`.
 - A running execution past its workflow timeout is ended `timed_out`.
 - Work whose hand-off to the broker was lost (a crash between commit and enqueue) is handed out
   again: pending executions and pending steps that waited longer than a lease. The claims are
@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from engine import dispatch, orchestrator, runner
 from executions.models import Execution, Status, StepExecution, StepStatus
-from executions.services.dispatch import start_executions
+from executions.services.dispatch import execution_dispatch
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def redispatch_lost() -> int:
         .filter(Q(promoted_at__lte=before) | Q(promoted_at__isnull=True, created_at__lte=before))
         .values_list("id", flat=True)
     )
-    start_executions(executions)
+    execution_dispatch(executions)
     steps = list(
         StepExecution.objects.filter(status=StepStatus.PENDING, execution__status=Status.RUNNING)
         .annotate(due=Coalesce("not_before", "created_at"))

@@ -13,7 +13,7 @@ from executions.services import lifecycle
 
 def run_execution(execution_id: str) -> None:
     """Start a pending execution: pending → running, then its first steps."""
-    if lifecycle.start_execution(uuid.UUID(execution_id)):
+    if lifecycle.execution_start(uuid.UUID(execution_id)):
         orchestrator.advance(uuid.UUID(execution_id))
 
 

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 
 from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
-from executions.services.lifecycle import NotCancellable, cancel_execution
+from executions.services.lifecycle import NotCancellable, execution_cancel
 from teams.admin import TeamAdmin
 from teams.models import Team
 from workflows.models import WorkflowDefinition
@@ -103,7 +103,7 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         cancelled, refused = 0, 0
         for execution_id in queryset.values_list("id", flat=True):
             try:
-                cancel_execution(execution_id, reason=f"cancelled by {request.user} in the admin")
+                execution_cancel(execution_id, reason=f"cancelled by {request.user} in the admin")
                 cancelled += 1
             except NotCancellable:
                 refused += 1

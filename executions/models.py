@@ -22,7 +22,6 @@ class Status(models.TextChoices):
 
 SLOT_HOLDING = (Status.PENDING, Status.RUNNING)
 TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-LIVE = (Status.QUEUED, *SLOT_HOLDING)
 
 
 class BlockedBy(models.TextChoices):

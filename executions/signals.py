@@ -32,7 +32,7 @@ def promote_after_terminal(
 
     def after_commit() -> None:
         metrics.count_terminal(**labels)
-        promotion.promote_team(team_id, trigger="completion")
+        promotion.queue_promote(team_id, trigger="completion")
 
     # The transition is committed whatever happens next: a promotion that fails now (the team's
     # lock busy past lock_timeout, the database gone) is logged and left to the backup poller,
@@ -43,4 +43,4 @@ def promote_after_terminal(
 @receiver(limit_loosened, dispatch_uid="promote_after_limit_loosened")
 def promote_after_limit_loosened(sender: object, team_id: int, **kwargs: Any) -> None:
     """A raised or cleared limit (team or workflow) promotes what now fits, after its commit."""
-    transaction.on_commit(lambda: promotion.promote_team(team_id, trigger="limit_change"))
+    transaction.on_commit(lambda: promotion.queue_promote(team_id, trigger="limit_change"))

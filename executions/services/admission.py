@@ -56,7 +56,7 @@ def _spec(version: WorkflowVersion) -> WorkflowSpec:
     return spec
 
 
-def admit(
+def execution_admit(
     *,
     team: Team,
     workflow: WorkflowDefinition,
@@ -101,7 +101,7 @@ def _admit_locked(
     idempotency_key: str | None,
 ) -> Admission:
     execution_id = uuid.uuid4()
-    task_key, task = dispatch.execution_task(execution_id) or (None, None)
+    task_key, task = dispatch.execution_task_build(execution_id) or (None, None)
     fields = {
         "inputs": inputs,
         "trigger": trigger or {},
@@ -134,23 +134,29 @@ def _admit_locked(
     if outcome == sql.REJECTED:
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
         raise ConcurrencyLimitExceeded(scope=scope, limit=limit)
-    execution = Execution(
-        id=execution_id,
-        team=team,
-        workflow=workflow,
-        version=version,
-        status=outcome,
-        blocked_by=scope,
-        created_at=created_at,
-        queued_at=created_at if outcome == Status.QUEUED else None,
+    row = {
         **fields,
-    )
-    execution._state.adding = False
-    execution._state.db = connection.alias
+        "id": execution_id,
+        "team_id": team.id,
+        "workflow_id": workflow.id,
+        "version_id": version.id,
+        "status": outcome,
+        "blocked_by": scope,
+        "error": "",
+        "created_at": created_at,
+        "queued_at": created_at if outcome == Status.QUEUED else None,
+        "promoted_at": None,
+        "started_at": None,
+        "completed_at": None,
+    }
+    # The row as mantle_admit inserted it, loaded as a query would load it, without a query.
+    names = [field.attname for field in Execution._meta.concrete_fields]
+    execution = Execution.from_db(connection.alias, names, [row[name] for name in names])
+    execution.team, execution.workflow, execution.version = team, workflow, version
     if outcome == Status.QUEUED:
         return Admission(execution=execution, queue_position=position)
     if task is None:
-        transaction.on_commit(lambda: dispatch.start_executions([execution_id]))
+        transaction.on_commit(lambda: dispatch.execution_dispatch([execution_id]))
     return Admission(execution=execution, queue_position=None)
 
 

@@ -18,7 +18,7 @@ from django_q.tasks import async_task
 RUN_EXECUTION = "engine.tasks.run_execution"
 
 
-def enqueue(func: str, args: Iterable[Any], group: str) -> None:
+def task_enqueue(func: str, args: Iterable[Any], group: str) -> None:
     # django-q2's ORM broker calls close_old_connections() before each enqueue made outside a
     # transaction, which can close this thread's connection. In a transaction it does not, and
     # the tasks of one call are written in one commit. Inside the caller's transaction (admission)
@@ -28,8 +28,8 @@ def enqueue(func: str, args: Iterable[Any], group: str) -> None:
             async_task(func, arg, group=group)
 
 
-def start_executions(execution_ids: Iterable[uuid.UUID]) -> None:
-    enqueue(RUN_EXECUTION, (str(i) for i in execution_ids), "executions")
+def execution_dispatch(execution_ids: Iterable[uuid.UUID]) -> None:
+    task_enqueue(RUN_EXECUTION, (str(i) for i in execution_ids), "executions")
 
 
 class _Keep(Broker):
@@ -41,10 +41,10 @@ class _Keep(Broker):
         self.task = task
 
 
-def execution_task(execution_id: uuid.UUID) -> tuple[str, str] | None:
+def execution_task_build(execution_id: uuid.UUID) -> tuple[str, str] | None:
     """(queue key, signed task) of an execution's start, built by django-q2 itself, for a caller
     that writes it into the ORM broker's queue in its own transaction (mantle_admit does, when
-    it admits as pending). None with a Redis broker: start_executions after commit instead."""
+    it admits as pending). None with a Redis broker: execution_dispatch after commit instead."""
     if settings.MANTLE.engine.broker != "orm":
         return None
     kept = _Keep()

@@ -16,7 +16,7 @@ from django.db import IntegrityError
 
 from executions.models import Execution
 from executions.selectors import execution_by_idempotency_key
-from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 
@@ -29,7 +29,7 @@ class IdempotencyKeyReused(Exception):
         super().__init__(f"Idempotency-Key {key!r} was already used to run workflow {workflow!r}")
 
 
-def admit_once(
+def execution_admit_once(
     *,
     team: Team,
     workflow: WorkflowDefinition,
@@ -39,13 +39,14 @@ def admit_once(
 ) -> tuple[Execution, bool]:
     """(execution, replayed): the new execution, or the one already admitted under the key.
 
-    Raises what `admit` raises, and IdempotencyKeyReused when the key ran another workflow.
+    Raises what `execution_admit` raises, and IdempotencyKeyReused when the key ran another
+    workflow.
     The execution carries `queue_position`.
     """
     if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
         return original, True
     try:
-        admission = admit(
+        admission = execution_admit(
             team=team,
             workflow=workflow,
             inputs=inputs,

@@ -1,4 +1,4 @@
-"""Transitions of an execution. Every terminal status is reached through `finish_execution`,
+"""Transitions of an execution. Every terminal status is reached through `execution_finish`,
 which saves the row so the post_save receiver (signals.py) schedules promotion after commit."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class NotCancellable(Exception):
         super().__init__(f"execution is already {status}")
 
 
-def finish_execution(execution_id: uuid.UUID, *, status: str, error: str = "") -> bool:
+def execution_finish(execution_id: uuid.UUID, *, status: str, error: str = "") -> bool:
     """Move a live execution to a terminal status; False when it was already terminal."""
     assert status in TERMINAL, status
     with transaction.atomic():
@@ -44,7 +44,7 @@ def finish_execution(execution_id: uuid.UUID, *, status: str, error: str = "") -
     return True
 
 
-def start_execution(execution_id: uuid.UUID) -> bool:
+def execution_start(execution_id: uuid.UUID) -> bool:
     """pending → running; True for the one caller that made the move (claims are conditional,
     so two workers handed the same execution never both start it)."""
     return bool(
@@ -54,9 +54,9 @@ def start_execution(execution_id: uuid.UUID) -> bool:
     )
 
 
-def cancel_execution(execution_id: uuid.UUID, *, reason: str = "cancelled") -> None:
+def execution_cancel(execution_id: uuid.UUID, *, reason: str = "cancelled") -> None:
     """Cancel from queued, pending or running. A running execution's steps see the status on
     their next heartbeat and stop. Raises NotCancellable on a terminal execution."""
-    if not finish_execution(execution_id, status=Status.CANCELLED, error=reason):
+    if not execution_finish(execution_id, status=Status.CANCELLED, error=reason):
         status = Execution.objects.values_list("status", flat=True).get(id=execution_id)
         raise NotCancellable(status)

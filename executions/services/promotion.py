@@ -32,7 +32,7 @@ class _QueuedWorkflow:
     free: float
 
 
-def promote_team(team_id: int, *, trigger: str) -> list[uuid.UUID]:
+def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
     """Promote what fits for one team; return the promoted execution ids."""
     with transaction.atomic():
         locks.lock_team(team_id)
@@ -69,11 +69,11 @@ def promote_team(team_id: int, *, trigger: str) -> list[uuid.UUID]:
         transaction.on_commit(
             lambda: metrics.count_promotions(team=team_slug, trigger=trigger, waits=waits)
         )
-        transaction.on_commit(lambda: dispatch.start_executions(ids))
+        transaction.on_commit(lambda: dispatch.execution_dispatch(ids))
     return ids
 
 
-def promote_all(*, trigger: str) -> int | None:
+def queue_promote_all(*, trigger: str) -> int | None:
     """The backup poller: promote for every team with a queue. None when another run holds the
     poller lock (overlapping runs skip rather than queue up)."""
     with transaction.atomic():
@@ -85,10 +85,10 @@ def promote_all(*, trigger: str) -> int | None:
         promoted = 0
         for team_id in team_ids:
             try:
-                promoted += len(promote_team(team_id, trigger=trigger))
+                promoted += len(queue_promote(team_id, trigger=trigger))
             except OperationalError as error:
                 # One team's lock held past lock_timeout must not cost every other team its
-                # backup promotion: promote_team's savepoint rolled back, the pass goes on.
+                # backup promotion: queue_promote's savepoint rolled back, the pass goes on.
                 if not locks.is_busy(error):
                     raise
                 logger.warning("poller skipped team %s: its lock is busy", team_id)

@@ -1,5 +1,5 @@
 """The dashboard's queue-depth history: a periodic sample of every live queue (a django-q2
-schedule calls `record_queue_samples`), kept for two hours."""
+schedule calls `queue_sample_record`), kept for two hours."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ DELETE FROM executions_queuesample WHERE taken_at < statement_timestamp() - inte
 """
 
 
-def record_queue_samples() -> int:
+def queue_sample_record() -> int:
     """Sample every live queue now and drop old samples; returns the number of samples taken."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_RECORD)

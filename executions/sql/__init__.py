@@ -113,11 +113,11 @@ LOCKS_IN_FUNCTION = "PERFORM " + _plpgsql(locks.ADMISSION_LOCKS).removeprefix("S
 # Outcomes of mantle_admit.
 PENDING, QUEUED, REJECTED = "pending", "queued", "rejected"
 
-# The decision is AdmissionState's of old, unchanged: FIFO, a newcomer never overtakes a queued
-# execution of its workflow, nor one of its team that waits for a team slot; the team is checked
-# first; `forced` skips the checks. Each statement of a VOLATILE function takes a fresh snapshot
-# in READ COMMITTED: the state read after the locks sees every commit made before they were
-# granted. Lock keys come in as arguments (locks.Namespace stays their single source).
+# The decision: FIFO, a newcomer never overtakes a queued execution of its workflow, nor one of
+# its team that waits for a team slot; the team is checked first; `forced` skips the checks.
+# Each statement of a VOLATILE function takes a fresh snapshot in READ COMMITTED: the state read
+# after the locks sees every commit made before they were granted. Lock keys come in as
+# arguments (locks.Namespace stays their single source).
 ADMIT_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
@@ -177,11 +177,6 @@ BEGIN
 END
 $admit$
 """
-
-DROP_ADMIT_FUNCTION = (
-    "DROP FUNCTION mantle_admit(uuid, bigint, bigint, bigint, jsonb, jsonb, boolean, text, int,"
-    " int, int, text, text, text)"
-)
 
 ADMIT = """
 SELECT * FROM mantle_admit(

@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from executions.models import Execution, Status, StepExecution, StepStatus
-from executions.services.admission import admit
-from executions.services.lifecycle import finish_execution
+from executions.services.admission import execution_admit
+from executions.services.lifecycle import execution_finish
 
 pytestmark = pytest.mark.django_db
 
@@ -18,9 +18,9 @@ def executions(team, make_workflow):
     """deploy (limit 1): one pending, two queued; build: one completed. Oldest first."""
     deploy = make_workflow(team, limit=1)
     build = make_workflow(team, "build")
-    admitted = [admit(team=team, workflow=deploy).execution for _ in range(3)]
-    done = admit(team=team, workflow=build).execution
-    finish_execution(done.id, status=Status.COMPLETED)
+    admitted = [execution_admit(team=team, workflow=deploy).execution for _ in range(3)]
+    done = execution_admit(team=team, workflow=build).execution
+    execution_finish(done.id, status=Status.COMPLETED)
     return [*admitted, done]
 
 

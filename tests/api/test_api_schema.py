@@ -13,7 +13,7 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from mantle_site.wsgi import application
 from teams.services import api_key_create
 from tests.api.conftest import hook_yaml
@@ -61,7 +61,7 @@ def test_the_schema_is_openapi_3_with_every_endpoint(client):
 )
 def test_no_generated_request_gets_a_5xx(team, mode, in_test_transaction):
     workflow = workflow_apply(team=team, content=hook_yaml("deploy", "/hooks/deploy", limit=1))
-    admit(team=team, workflow=workflow.workflow)
+    execution_admit(team=team, workflow=workflow.workflow)
     _, key = api_key_create(team=team)
     headers = {"Authorization": f"Bearer {key}"}
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)

@@ -7,7 +7,7 @@ from django.db import connection
 from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from tests.api.conftest import hook_yaml
 from tests.conftest import workflow_yaml
 from workflows.models import WorkflowDefinition
@@ -84,7 +84,7 @@ class TestQueues:
     ):
         deploy = make_workflow(team, limit=1)
         for _ in range(3):
-            admit(team=team, workflow=deploy)
+            execution_admit(team=team, workflow=deploy)
         body = api.get("/api/v1/queues").json()
         assert (body["team"], body["limit"], body["running"], body["queued"]) == ("acme", 0, 1, 2)
         (workflow,) = body["workflows"]
@@ -157,7 +157,7 @@ class TestMetrics:
         make_workflow(team, "deploy")
         build = make_workflow(team, "build", limit=1)
         for _ in range(3):
-            admit(team=team, workflow=build)
+            execution_admit(team=team, workflow=build)
         response = client.get("/metrics")
         assert response.status_code == 200
         text = response.content.decode()

@@ -9,8 +9,8 @@ from django.db import connections
 
 from executions.models import Execution, Status
 from executions.services import promotion
-from executions.services.admission import ConcurrencyLimitExceeded, admit
-from executions.services.lifecycle import finish_execution
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions.services.lifecycle import execution_finish
 from teams.models import Team
 from tests.concurrency.harness import run_in_threads
 
@@ -21,7 +21,7 @@ LIMIT = 3
 
 def admit_or_reject(team: Team, workflow) -> str:
     try:
-        return admit(team=team, workflow=workflow).execution.status
+        return execution_admit(team=team, workflow=workflow).execution.status
     except ConcurrencyLimitExceeded:
         return "rejected"
 
@@ -36,7 +36,7 @@ def complete_holders(workflow_ids: list[int], until: threading.Event) -> int:
             .values_list("id", flat=True)
             .first()
         )
-        if holder is not None and finish_execution(holder, status=Status.COMPLETED):
+        if holder is not None and execution_finish(holder, status=Status.COMPLETED):
             finished += 1
         time.sleep(0.002)
     return finished
@@ -73,7 +73,7 @@ def drain(workflows: list) -> None:
         )
         if holder is None:
             break
-        finish_execution(holder.id, status=Status.COMPLETED)
+        execution_finish(holder.id, status=Status.COMPLETED)
     assert not Execution.objects.filter(workflow__in=workflows, status=Status.QUEUED).exists()
 
 
@@ -191,15 +191,15 @@ def test_the_limit_holds_across_processes(make_team, make_workflow, sampler):
 def test_racing_promoters_promote_each_execution_once(make_team, make_workflow, sampler):
     team = make_team(max_concurrent_executions=1)
     workflow = make_workflow(team)
-    blocker = admit(team=team, workflow=workflow).execution
+    blocker = execution_admit(team=team, workflow=workflow).execution
     for _ in range(40):
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     # Raise the limit and free the slot behind promotion's back, then let 8 promoters race.
     Team.objects.filter(id=team.id).update(max_concurrent_executions=10)
     Execution.objects.filter(id=blocker.id).update(status=Status.COMPLETED)
     watch = sampler(team.id)
     promoted = run_in_threads(
-        [lambda: promotion.promote_team(team.id, trigger="poller") for _ in range(8)], threads=8
+        [lambda: promotion.queue_promote(team.id, trigger="poller") for _ in range(8)], threads=8
     )
     watch.stop()
     flat = [execution_id for ids in promoted for execution_id in ids]

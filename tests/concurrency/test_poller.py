@@ -8,7 +8,7 @@ from django.db import connection, connections, transaction
 from core import locks
 from executions.models import Execution, Status
 from executions.services import promotion
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,8 +18,8 @@ def test_a_busy_team_does_not_cost_the_other_teams_their_backup_promotion(make_t
     waiting = {}
     for team in (busy, calm):
         workflow = make_workflow(team)
-        holder = admit(team=team, workflow=workflow).execution
-        waiting[team.id] = admit(team=team, workflow=workflow).execution
+        holder = execution_admit(team=team, workflow=workflow).execution
+        waiting[team.id] = execution_admit(team=team, workflow=workflow).execution
         # The holder finished, but its promotion was lost: the poller's job.
         Execution.objects.filter(id=holder.id).update(status=Status.COMPLETED)
     held, release = threading.Event(), threading.Event()
@@ -37,11 +37,11 @@ def test_a_busy_team_does_not_cost_the_other_teams_their_backup_promotion(make_t
     holder_thread.start()
     try:
         assert held.wait(timeout=10)
-        assert promotion.promote_all(trigger="poller") == 1
+        assert promotion.queue_promote_all(trigger="poller") == 1
     finally:
         release.set()
         holder_thread.join()
         connections.close_all()
     assert Execution.objects.get(id=waiting[calm.id].id).status == Status.PENDING
     assert Execution.objects.get(id=waiting[busy.id].id).status == Status.QUEUED
-    assert promotion.promote_all(trigger="poller") == 1  # the lock is free again
+    assert promotion.queue_promote_all(trigger="poller") == 1  # the lock is free again

@@ -17,8 +17,8 @@ from django.db.models import F
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from executions.models import Execution, Status, StepExecution, StepStatus
-from executions.services.admission import admit
-from executions.services.lifecycle import finish_execution
+from executions.services.admission import execution_admit
+from executions.services.lifecycle import execution_finish
 from teams.models import Team
 from teams.services import api_key_create
 from workflows.models import WorkflowDefinition
@@ -133,13 +133,13 @@ def test_the_queue_builds_up_live_as_the_api_admits_executions(
 def test_a_queued_execution_moves_to_running_without_a_reload(sign_in, make_team, make_workflow):
     team = make_team("payments")
     workflow = make_workflow(team, "charge", limit=1)
-    holder = admit(team=team, workflow=workflow).execution
-    waiting = admit(team=team, workflow=workflow).execution
+    holder = execution_admit(team=team, workflow=workflow).execution
+    waiting = execution_admit(team=team, workflow=workflow).execution
     page = sign_in("ann", teams=(team,))
     page.evaluate("window.notReloaded = true")
     row = page.locator(f'tr[data-execution="{waiting.id}"]')
     expect(row).to_have_attribute("data-status", "queued")
-    finish_execution(holder.id, status=Status.COMPLETED)
+    execution_finish(holder.id, status=Status.COMPLETED)
     # Promoted to pending: it holds a slot, so the dashboard lists it with the running ones.
     expect(row).to_have_attribute("data-status", "pending")
     expect(page.locator(f'tr[data-execution="{holder.id}"]')).to_have_count(0)
@@ -149,9 +149,9 @@ def test_a_queued_execution_moves_to_running_without_a_reload(sign_in, make_team
 def test_an_operator_cancels_a_queued_execution_from_the_page(sign_in, make_team, make_workflow):
     team = make_team("payments")
     workflow = make_workflow(team, "charge", limit=1)
-    admit(team=team, workflow=workflow)
-    doomed = admit(team=team, workflow=workflow).execution
-    kept = admit(team=team, workflow=workflow).execution
+    execution_admit(team=team, workflow=workflow)
+    doomed = execution_admit(team=team, workflow=workflow).execution
+    kept = execution_admit(team=team, workflow=workflow).execution
     page = sign_in("ann", teams=(team,))
     page.on("dialog", lambda dialog: dialog.accept())
     page.locator(f'tr[data-execution="{doomed.id}"]').get_by_role("button", name="Cancel").click()
@@ -170,7 +170,7 @@ def test_raising_a_team_limit_in_the_admin_promotes_its_queue(
     team = make_team("payments", max_concurrent_executions=1)
     workflow = make_workflow(team, "charge")
     for _ in range(4):
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     page = sign_in("root", staff=True)
     expect(team_stat(page, team, "queued")).to_have_text("3")
     page.goto(live_server.url + "/admin/teams/team/")
@@ -207,7 +207,7 @@ def busy_state(make_team, make_workflow) -> None:
     counts = [(charge, 7), (refund, 1), (ingest, 9), (reindex, 2), (payout, 3)]
     for workflow, count in counts:
         for _ in range(count):
-            admit(team=workflow.team, workflow=workflow)
+            execution_admit(team=workflow.team, workflow=workflow)
     _seed_history(refund, ingest, charge, payout)
     _seed_steps(payments, search)
 

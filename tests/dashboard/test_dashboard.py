@@ -9,9 +9,9 @@ from django.db import connection
 from django.urls import reverse
 
 from executions.models import Execution, QueueSample, Status, StepExecution
-from executions.services.admission import ConcurrencyLimitExceeded, admit
-from executions.services.lifecycle import finish_execution
-from executions.services.queue_samples import record_queue_samples
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions.services.lifecycle import execution_finish
+from executions.services.queue_samples import queue_sample_record
 
 pytestmark = pytest.mark.django_db
 
@@ -47,11 +47,11 @@ def test_it_shows_the_queue_in_order_with_positions_and_blockers(
 ):
     team = make_team("acme", max_concurrent_executions=2)
     deploy, build = make_workflow(team, "deploy", limit=1), make_workflow(team, "build")
-    admit(team=team, workflow=deploy)
-    first = admit(team=team, workflow=deploy).execution
-    admit(team=team, workflow=build)
-    third = admit(team=team, workflow=build).execution
-    second = admit(team=team, workflow=deploy).execution
+    execution_admit(team=team, workflow=deploy)
+    first = execution_admit(team=team, workflow=deploy).execution
+    execution_admit(team=team, workflow=build)
+    third = execution_admit(team=team, workflow=build).execution
+    second = execution_admit(team=team, workflow=deploy).execution
     client.force_login(make_user("ann", teams=(team,)))
     [panel] = live(client).context["panels"]
     assert [(e.id, e.workflow, e.position) for e in panel.queued_executions] == [
@@ -68,10 +68,10 @@ def test_it_shows_the_queue_in_order_with_positions_and_blockers(
 
 def test_it_counts_rejections_of_the_last_hour(client, team, make_workflow, make_user):
     workflow = make_workflow(team, limit=1, on_limit="reject")
-    admit(team=team, workflow=workflow)
+    execution_admit(team=team, workflow=workflow)
     for _ in range(3):
         with pytest.raises(ConcurrencyLimitExceeded):
-            admit(team=team, workflow=workflow)
+            execution_admit(team=team, workflow=workflow)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE executions_rejection SET created_at = now() - interval '2 hours'"
@@ -92,7 +92,7 @@ def test_running_executions_show_their_steps_progress_counting_every_fan_out_ite
         '    for_each: "{{ [1, 2, 3, 4] }}"\n    max_parallel: 2\n'
         "  - name: report\n    action: test/noop\n    depends_on: [fan]\n"
     )
-    execution = admit(team=team, workflow=make_workflow(team, steps=steps)).execution
+    execution = execution_admit(team=team, workflow=make_workflow(team, steps=steps)).execution
     StepExecution.objects.create(execution=execution, name="fetch", status="completed")
     StepExecution.objects.create(
         execution=execution, name="fan", status="running", items=["a", "b", "c", "d"]
@@ -119,7 +119,7 @@ def test_the_chart_shows_sampled_depth_per_minute_and_the_live_depth_last(
 ):
     workflow = make_workflow(team, limit=1)
     for _ in range(4):
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     QueueSample.objects.create(workflow=workflow, queued=7, running=1)
     with connection.cursor() as cursor:
         cursor.execute("UPDATE executions_queuesample SET taken_at = now() - interval '10 minutes'")
@@ -141,7 +141,7 @@ def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
         for name in ("a", "b", "c"):
             workflow = make_workflow(team, name, limit=1, on_limit="queue")
             for _ in range(3):
-                admit(team=team, workflow=workflow)
+                execution_admit(team=team, workflow=workflow)
             QueueSample.objects.create(workflow=workflow, queued=2, running=1)
     client.force_login(user)
     # session, user, teams, queues, rejections, samples, queued, running
@@ -155,8 +155,8 @@ def test_cancel_from_the_dashboard_cancels_and_promotes_the_next(
     client, team, make_workflow, make_user, django_capture_on_commit_callbacks
 ):
     workflow = make_workflow(team, limit=1)
-    holder = admit(team=team, workflow=workflow).execution
-    queued = admit(team=team, workflow=workflow).execution
+    holder = execution_admit(team=team, workflow=workflow).execution
+    queued = execution_admit(team=team, workflow=workflow).execution
     client.force_login(make_user("ann", teams=(team,)))
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
@@ -171,8 +171,8 @@ def test_cancel_from_the_dashboard_cancels_and_promotes_the_next(
 def test_cancelling_a_finished_execution_says_it_was_not_cancelled(
     client, team, make_workflow, make_user
 ):
-    execution = admit(team=team, workflow=make_workflow(team)).execution
-    finish_execution(execution.id, status=Status.COMPLETED)
+    execution = execution_admit(team=team, workflow=make_workflow(team)).execution
+    execution_finish(execution.id, status=Status.COMPLETED)
     client.force_login(make_user("ann", teams=(team,)))
     response = client.post(reverse("dashboard:cancel", args=[execution.id]), follow=True)
     assert b"already completed" in response.content
@@ -181,7 +181,7 @@ def test_cancelling_a_finished_execution_says_it_was_not_cancelled(
 
 def test_it_will_not_cancel_another_teams_execution(client, make_team, make_workflow, make_user):
     mine, theirs = make_team("mine"), make_team("theirs")
-    execution = admit(team=theirs, workflow=make_workflow(theirs)).execution
+    execution = execution_admit(team=theirs, workflow=make_workflow(theirs)).execution
     client.force_login(make_user("ann", teams=(mine,)))
     response = client.post(reverse("dashboard:cancel", args=[execution.id]))
     assert response.status_code == 404
@@ -191,13 +191,15 @@ def test_it_will_not_cancel_another_teams_execution(client, make_team, make_work
 def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make_workflow):
     busy, idle = make_workflow(team, "busy", limit=1), make_workflow(team, "idle")
     for _ in range(3):
-        admit(team=team, workflow=busy)
-    finish_execution(admit(team=team, workflow=idle).execution.id, status=Status.COMPLETED)
+        execution_admit(team=team, workflow=busy)
+    execution_finish(
+        execution_admit(team=team, workflow=idle).execution.id, status=Status.COMPLETED
+    )
     QueueSample.objects.create(workflow=busy, queued=9, running=1)
     QueueSample.objects.filter(queued=9).update(
         taken_at=QueueSample.objects.get().taken_at - timedelta(hours=3)
     )
-    assert record_queue_samples() == 1
+    assert queue_sample_record() == 1
     sample = QueueSample.objects.get()
     assert (sample.workflow_id, sample.queued, sample.running) == (busy.id, 2, 1)
 
@@ -217,8 +219,8 @@ def test_staff_without_permissions_cannot_cancel_another_teams_execution(
     """Being staff is not the admin's permission: such a user sees and cancels only the teams
     they are a member of, like the admin that refuses them."""
     mine, theirs = make_team("mine"), make_team("theirs")
-    execution = admit(team=theirs, workflow=make_workflow(theirs)).execution
-    own = admit(team=mine, workflow=make_workflow(mine)).execution
+    execution = execution_admit(team=theirs, workflow=make_workflow(theirs)).execution
+    own = execution_admit(team=mine, workflow=make_workflow(mine)).execution
     user = User.objects.create_user("sam", password="s3cret-pass", is_staff=True)
     user.teams.set([mine])
     client.force_login(user)
@@ -234,8 +236,8 @@ def test_viewing_without_the_cancel_permission_shows_no_cancel_and_refuses_it(
 ):
     mine, theirs = make_team("mine"), make_team("theirs")
     theirs_workflow = make_workflow(theirs, limit=1)
-    admit(team=theirs, workflow=theirs_workflow)
-    queued = admit(team=theirs, workflow=theirs_workflow).execution
+    execution_admit(team=theirs, workflow=theirs_workflow)
+    queued = execution_admit(team=theirs, workflow=theirs_workflow).execution
     user = User.objects.create_user("viv", password="s3cret-pass", is_staff=True)
     user.teams.set([mine])
     user.user_permissions.add(Permission.objects.get(codename="view_execution"))

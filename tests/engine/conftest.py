@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from executions.models import TERMINAL, Execution
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from teams.models import Team
 from teams.services import team_create
 from workflows.models import WorkflowDefinition
@@ -29,7 +29,7 @@ def apply(transactional_db: None) -> Callable[..., WorkflowDefinition]:
 
 
 def run(workflow: WorkflowDefinition, **inputs: object) -> Execution:
-    return admit(team=workflow.team, workflow=workflow, inputs=inputs).execution
+    return execution_admit(team=workflow.team, workflow=workflow, inputs=inputs).execution
 
 
 def wait_for(

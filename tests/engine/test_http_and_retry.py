@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from executions.models import StepExecution
-from executions.services.lifecycle import cancel_execution
+from executions.services.lifecycle import execution_cancel
 from tests.engine.conftest import run, wait_for, wait_terminal
 from workflows.models import WorkflowDefinition
 
@@ -130,7 +130,7 @@ def test_cancelling_abandons_a_request_in_flight(
     )
     wait_for(lambda: Handler.hits.get("/slow"))  # the request is at the server
     cancelled_at = timezone.now()
-    cancel_execution(execution.id)
+    execution_cancel(execution.id)
     step = wait_for(
         lambda: StepExecution.objects.filter(execution=execution, status="cancelled").first(),
         timeout=5,

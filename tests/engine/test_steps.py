@@ -7,7 +7,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from executions.models import Execution, StepExecution
-from executions.services.lifecycle import cancel_execution
+from executions.services.lifecycle import execution_cancel
 from tests.engine.conftest import run, wait_for, wait_terminal
 from workflows.models import WorkflowDefinition
 
@@ -166,7 +166,7 @@ steps:
     assert second.status == "queued"
     wait_for(lambda: StepExecution.objects.filter(execution=first, status="running").exists())
     cancelled_at = timezone.now()
-    cancel_execution(first.id)
+    execution_cancel(first.id)
     step = wait_for(
         lambda: StepExecution.objects.filter(execution=first, status="cancelled").first(),
         timeout=5,
@@ -175,7 +175,7 @@ steps:
     assert stopped_after <= 1.2, stopped_after
     wait_for(lambda: StepExecution.objects.filter(execution=second, status="running").exists())
     assert Execution.objects.get(id=first.id).status == "cancelled"
-    cancel_execution(second.id)
+    execution_cancel(second.id)
 
 
 def test_an_expression_error_fails_the_step_naming_the_expression(

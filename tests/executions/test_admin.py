@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from executions.models import Execution, Status, StepExecution
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +16,7 @@ def test_the_execution_list_filters_without_counting_every_row(
     for name in ("a", "b", "c", "d", "e"):
         make_workflow(team, name)
     for _ in range(4):
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     url = reverse("admin:executions_execution_changelist")
     with django_assert_max_num_queries(12):
         response = admin_client.get(url, {"status__exact": "queued"})
@@ -25,7 +25,7 @@ def test_the_execution_list_filters_without_counting_every_row(
 
 
 def test_the_execution_detail_is_read_only_with_its_steps(admin_client, team, make_workflow):
-    execution = admit(team=team, workflow=make_workflow(team)).execution
+    execution = execution_admit(team=team, workflow=make_workflow(team)).execution
     StepExecution.objects.create(execution=execution, name="only", status="running")
     response = admin_client.get(reverse("admin:executions_execution_change", args=[execution.id]))
     assert response.status_code == 200
@@ -37,8 +37,8 @@ def test_the_cancel_action_cancels_through_the_lifecycle_and_promotes(
     admin_client, team, make_workflow, django_capture_on_commit_callbacks
 ):
     workflow = make_workflow(team, limit=1)
-    holder = admit(team=team, workflow=workflow).execution
-    waiting = admit(team=team, workflow=workflow).execution
+    holder = execution_admit(team=team, workflow=workflow).execution
+    waiting = execution_admit(team=team, workflow=workflow).execution
     with django_capture_on_commit_callbacks(execute=True):
         admin_client.post(
             reverse("admin:executions_execution_changelist"),

@@ -4,8 +4,8 @@ import pytest
 from django.db import connection
 
 from executions.models import Execution, Status
-from executions.services.admission import ConcurrencyLimitExceeded, admit
-from executions.services.lifecycle import finish_execution
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions.services.lifecycle import execution_finish
 from workflows.schema import InvalidInputs
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +17,7 @@ def holders(workflow) -> int:
 
 def test_it_admits_pending_under_the_limits(team, make_workflow):
     workflow = make_workflow(team, limit=2)
-    admission = admit(team=team, workflow=workflow)
+    admission = execution_admit(team=team, workflow=workflow)
     assert admission.execution.status == Status.PENDING
     assert admission.queue_position is None
     assert admission.execution.blocked_by is None
@@ -27,8 +27,11 @@ def test_it_admits_pending_under_the_limits(team, make_workflow):
 
 def test_it_queues_behind_a_full_workflow_in_order(team, make_workflow):
     workflow = make_workflow(team, limit=1)
-    admit(team=team, workflow=workflow)
-    first, second = admit(team=team, workflow=workflow), admit(team=team, workflow=workflow)
+    execution_admit(team=team, workflow=workflow)
+    first, second = (
+        execution_admit(team=team, workflow=workflow),
+        execution_admit(team=team, workflow=workflow),
+    )
     assert [first.execution.status, second.execution.status] == [Status.QUEUED, Status.QUEUED]
     assert [first.queue_position, second.queue_position] == [1, 2]
     assert first.execution.blocked_by == "workflow"
@@ -38,17 +41,17 @@ def test_it_queues_behind_a_full_workflow_in_order(team, make_workflow):
 
 def test_it_queues_on_a_full_team_and_says_so(make_team, make_workflow):
     team = make_team(max_concurrent_executions=1)
-    admit(team=team, workflow=make_workflow(team, "a"))
-    admission = admit(team=team, workflow=make_workflow(team, "b"))
+    execution_admit(team=team, workflow=make_workflow(team, "a"))
+    admission = execution_admit(team=team, workflow=make_workflow(team, "b"))
     assert admission.execution.status == Status.QUEUED
     assert admission.execution.blocked_by == "team"
 
 
 def test_it_rejects_without_writing_when_on_limit_is_reject(team, make_workflow):
     workflow = make_workflow(team, limit=1, on_limit="reject")
-    admit(team=team, workflow=workflow)
+    execution_admit(team=team, workflow=workflow)
     with pytest.raises(ConcurrencyLimitExceeded) as raised:
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     assert (raised.value.scope, raised.value.limit) == ("workflow", 1)
     assert Execution.objects.filter(workflow=workflow).count() == 1
 
@@ -56,16 +59,16 @@ def test_it_rejects_without_writing_when_on_limit_is_reject(team, make_workflow)
 def test_the_team_limit_is_checked_first(make_team, make_workflow):
     team = make_team(max_concurrent_executions=1)
     workflow = make_workflow(team, limit=1, on_limit="reject")
-    admit(team=team, workflow=workflow)
+    execution_admit(team=team, workflow=workflow)
     with pytest.raises(ConcurrencyLimitExceeded) as raised:
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     assert (raised.value.scope, raised.value.limit) == ("team", 1)
 
 
 def test_zero_means_unlimited_at_every_level(make_team, make_workflow):
     team = make_team(max_concurrent_executions=0)
     workflow = make_workflow(team, limit=0)
-    statuses = {admit(team=team, workflow=workflow).execution.status for _ in range(25)}
+    statuses = {execution_admit(team=team, workflow=workflow).execution.status for _ in range(25)}
     assert statuses == {Status.PENDING}
 
 
@@ -74,7 +77,7 @@ def test_the_team_limit_falls_back_to_the_config_default(make_team, make_workflo
     team = make_team(max_concurrent_executions=None)
     assert team.effective_limit == 2
     workflow = make_workflow(team)
-    statuses = [admit(team=team, workflow=workflow).execution.status for _ in range(3)]
+    statuses = [execution_admit(team=team, workflow=workflow).execution.status for _ in range(3)]
     assert statuses == [Status.PENDING, Status.PENDING, Status.QUEUED]
 
 
@@ -87,8 +90,8 @@ def test_a_team_override_beats_the_config_default(make_team, engine_config):
 def test_force_admits_past_every_limit_and_then_holds_a_slot(make_team, make_workflow):
     team = make_team(max_concurrent_executions=1)
     workflow = make_workflow(team, limit=1, on_limit="reject")
-    admit(team=team, workflow=workflow)
-    forced = admit(team=team, workflow=workflow, force=True)
+    execution_admit(team=team, workflow=workflow)
+    forced = execution_admit(team=team, workflow=workflow, force=True)
     assert forced.execution.status == Status.PENDING
     assert forced.execution.forced is True
     assert holders(workflow) == 2
@@ -96,14 +99,14 @@ def test_force_admits_past_every_limit_and_then_holds_a_slot(make_team, make_wor
 
 def test_a_newcomer_never_overtakes_the_queue_of_its_workflow(team, make_workflow):
     workflow = make_workflow(team, limit=1)
-    running = admit(team=team, workflow=workflow).execution
-    queued = admit(team=team, workflow=workflow).execution
+    running = execution_admit(team=team, workflow=workflow).execution
+    queued = execution_admit(team=team, workflow=workflow).execution
     # The slot frees, but the promotion that follows commit has not run yet.
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE executions_execution SET status = 'completed' WHERE id = %s", [running.id]
         )
-    newcomer = admit(team=team, workflow=workflow)
+    newcomer = execution_admit(team=team, workflow=workflow)
     assert newcomer.execution.status == Status.QUEUED
     assert newcomer.queue_position == 2
     assert Execution.objects.get(id=queued.id).status == Status.QUEUED
@@ -111,39 +114,39 @@ def test_a_newcomer_never_overtakes_the_queue_of_its_workflow(team, make_workflo
 
 def test_a_newcomer_never_overtakes_a_team_blocked_execution(make_team, make_workflow):
     team = make_team(max_concurrent_executions=1)
-    first = admit(team=team, workflow=make_workflow(team, "a")).execution
-    admit(team=team, workflow=make_workflow(team, "b"))
+    first = execution_admit(team=team, workflow=make_workflow(team, "a")).execution
+    execution_admit(team=team, workflow=make_workflow(team, "b"))
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE executions_execution SET status = 'completed' WHERE id = %s", [first.id]
         )
-    newcomer = admit(team=team, workflow=make_workflow(team, "c"))
+    newcomer = execution_admit(team=team, workflow=make_workflow(team, "c"))
     assert newcomer.execution.blocked_by == "team"
 
 
 def test_other_workflows_pass_a_workflow_blocked_queue(team, make_workflow):
     busy = make_workflow(team, "busy", limit=1)
-    admit(team=team, workflow=busy)
-    admit(team=team, workflow=busy)
-    other = admit(team=team, workflow=make_workflow(team, "other"))
+    execution_admit(team=team, workflow=busy)
+    execution_admit(team=team, workflow=busy)
+    other = execution_admit(team=team, workflow=make_workflow(team, "other"))
     assert other.execution.status == Status.PENDING
 
 
 def test_bad_inputs_are_refused_before_anything_is_written(team, make_workflow):
     workflow = make_workflow(team, extra="inputs:\n  count:\n    type: number\n")
     with pytest.raises(InvalidInputs):
-        admit(team=team, workflow=workflow, inputs={"count": "many"})
+        execution_admit(team=team, workflow=workflow, inputs={"count": "many"})
     assert not Execution.objects.exists()
 
 
 def test_inputs_get_their_defaults(team, make_workflow):
     workflow = make_workflow(team, extra="inputs:\n  env:\n    type: string\n    default: prod\n")
-    assert admit(team=team, workflow=workflow).execution.inputs == {"env": "prod"}
+    assert execution_admit(team=team, workflow=workflow).execution.inputs == {"env": "prod"}
 
 
 def test_an_execution_keeps_the_version_it_was_admitted_with(team, make_workflow):
     workflow = make_workflow(team, limit=1)
-    execution = admit(team=team, workflow=workflow).execution
+    execution = execution_admit(team=team, workflow=workflow).execution
     first_version = workflow.current_version
     updated = make_workflow(team, limit=3)
     assert updated.current_version.number == 2
@@ -152,8 +155,8 @@ def test_an_execution_keeps_the_version_it_was_admitted_with(team, make_workflow
 
 
 def test_finishing_twice_is_refused(team, make_workflow):
-    execution = admit(team=team, workflow=make_workflow(team)).execution
-    assert finish_execution(execution.id, status=Status.COMPLETED) is True
-    assert finish_execution(execution.id, status=Status.FAILED) is False
+    execution = execution_admit(team=team, workflow=make_workflow(team)).execution
+    assert execution_finish(execution.id, status=Status.COMPLETED) is True
+    assert execution_finish(execution.id, status=Status.FAILED) is False
     execution.refresh_from_db()
     assert execution.status == Status.COMPLETED

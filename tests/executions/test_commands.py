@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError
 
 from executions.models import Execution, Status
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from tests.commands import exit_code, run
 from workflows.models import WorkflowDefinition
 
@@ -63,8 +63,8 @@ class TestRun:
 @pytest.mark.django_db
 def test_status_prints_the_status_word_first(team, make_workflow):
     make_workflow(team, limit=1)
-    admit(team=team, workflow=WorkflowDefinition.objects.get())
-    queued = admit(team=team, workflow=WorkflowDefinition.objects.get()).execution
+    execution_admit(team=team, workflow=WorkflowDefinition.objects.get())
+    queued = execution_admit(team=team, workflow=WorkflowDefinition.objects.get()).execution
     lines = run("mantle_status", str(queued.id)).splitlines()
     assert lines[0] == "queued"
     assert lines[1] == "queue position 1, blocked by workflow"
@@ -72,6 +72,6 @@ def test_status_prints_the_status_word_first(team, make_workflow):
 
 @pytest.mark.django_db
 def test_cancel_exits_0_then_1_on_a_terminal_execution(team, make_workflow):
-    execution = admit(team=team, workflow=make_workflow(team)).execution
+    execution = execution_admit(team=team, workflow=make_workflow(team)).execution
     assert "cancelled" in run("mantle_cancel", str(execution.id))
     assert exit_code("mantle_cancel", str(execution.id)) == 1

@@ -4,8 +4,8 @@ import pytest
 
 from executions.models import Execution, Status
 from executions.services import promotion
-from executions.services.admission import admit
-from executions.services.lifecycle import NotCancellable, cancel_execution, finish_execution
+from executions.services.admission import execution_admit
+from executions.services.lifecycle import NotCancellable, execution_cancel, execution_finish
 from teams.services import team_set_limit
 
 pytestmark = pytest.mark.django_db
@@ -22,10 +22,10 @@ def test_every_terminal_status_promotes_the_oldest_queued(
     terminal, team, make_workflow, django_capture_on_commit_callbacks
 ):
     workflow = make_workflow(team, limit=1)
-    running = admit(team=team, workflow=workflow).execution
-    queued = [admit(team=team, workflow=workflow).execution for _ in range(2)]
+    running = execution_admit(team=team, workflow=workflow).execution
+    queued = [execution_admit(team=team, workflow=workflow).execution for _ in range(2)]
     with django_capture_on_commit_callbacks(execute=True):
-        finish_execution(running.id, status=terminal)
+        execution_finish(running.id, status=terminal)
     assert statuses(queued) == [Status.PENDING, Status.QUEUED]
     promoted = Execution.objects.get(id=queued[0].id)
     assert promoted.promoted_at is not None
@@ -36,32 +36,32 @@ def test_cancel_works_from_queued_pending_and_running(
     team, make_workflow, django_capture_on_commit_callbacks
 ):
     workflow = make_workflow(team, limit=1)
-    pending = admit(team=team, workflow=workflow).execution
-    queued = admit(team=team, workflow=workflow).execution
+    pending = execution_admit(team=team, workflow=workflow).execution
+    queued = execution_admit(team=team, workflow=workflow).execution
     with django_capture_on_commit_callbacks(execute=True):
-        cancel_execution(queued.id)
+        execution_cancel(queued.id)
     assert statuses([pending, queued]) == [Status.PENDING, Status.CANCELLED]
     Execution.objects.filter(id=pending.id).update(status=Status.RUNNING)
     with django_capture_on_commit_callbacks(execute=True):
-        cancel_execution(pending.id)
+        execution_cancel(pending.id)
     assert statuses([pending]) == [Status.CANCELLED]
 
 
 def test_cancel_is_refused_on_a_terminal_execution(team, make_workflow):
-    execution = admit(team=team, workflow=make_workflow(team)).execution
-    finish_execution(execution.id, status=Status.COMPLETED)
+    execution = execution_admit(team=team, workflow=make_workflow(team)).execution
+    execution_finish(execution.id, status=Status.COMPLETED)
     with pytest.raises(NotCancellable) as raised:
-        cancel_execution(execution.id)
+        execution_cancel(execution.id)
     assert raised.value.status == Status.COMPLETED
 
 
 def test_the_team_queue_is_promoted_oldest_first_across_workflows(make_team, make_workflow):
     team = make_team(max_concurrent_executions=2)
     a, b = make_workflow(team, "a"), make_workflow(team, "b")
-    holders = [admit(team=team, workflow=a).execution for _ in range(2)]
-    order = [admit(team=team, workflow=wf).execution for wf in (b, a, b, a)]
+    holders = [execution_admit(team=team, workflow=a).execution for _ in range(2)]
+    order = [execution_admit(team=team, workflow=wf).execution for wf in (b, a, b, a)]
     Execution.objects.filter(id__in=[h.id for h in holders]).update(status=Status.COMPLETED)
-    promoted = promotion.promote_team(team.id, trigger="poller")
+    promoted = promotion.queue_promote(team.id, trigger="poller")
     assert promoted == [order[0].id, order[1].id]
     assert statuses(order) == [Status.PENDING, Status.PENDING, Status.QUEUED, Status.QUEUED]
     # The team is full again: what is left waits for the team.
@@ -71,12 +71,12 @@ def test_the_team_queue_is_promoted_oldest_first_across_workflows(make_team, mak
 def test_a_full_workflow_is_skipped_and_the_next_workflow_promoted(make_team, make_workflow):
     team = make_team(max_concurrent_executions=2)
     narrow, wide = make_workflow(team, "narrow", limit=1), make_workflow(team, "wide")
-    admit(team=team, workflow=narrow)
-    freed = admit(team=team, workflow=wide).execution
-    narrow_queued = admit(team=team, workflow=narrow).execution
-    wide_queued = admit(team=team, workflow=wide).execution
+    execution_admit(team=team, workflow=narrow)
+    freed = execution_admit(team=team, workflow=wide).execution
+    narrow_queued = execution_admit(team=team, workflow=narrow).execution
+    wide_queued = execution_admit(team=team, workflow=wide).execution
     Execution.objects.filter(id=freed.id).update(status=Status.COMPLETED)
-    assert promotion.promote_team(team.id, trigger="poller") == [wide_queued.id]
+    assert promotion.queue_promote(team.id, trigger="poller") == [wide_queued.id]
     assert Execution.objects.get(id=narrow_queued.id).blocked_by == "team"
 
 
@@ -85,9 +85,9 @@ def test_the_remaining_queue_is_labelled_by_its_workflow_when_the_team_has_room(
 ):
     team = make_team(max_concurrent_executions=3)
     workflow = make_workflow(team, limit=1)
-    admit(team=team, workflow=workflow)
-    queued = admit(team=team, workflow=workflow).execution
-    assert promotion.promote_team(team.id, trigger="poller") == []
+    execution_admit(team=team, workflow=workflow)
+    queued = execution_admit(team=team, workflow=workflow).execution
+    assert promotion.queue_promote(team.id, trigger="poller") == []
     assert Execution.objects.get(id=queued.id).blocked_by == "workflow"
 
 
@@ -96,8 +96,8 @@ def test_raising_a_team_limit_promotes_what_now_fits(
 ):
     team = make_team(max_concurrent_executions=1)
     workflow = make_workflow(team)
-    admit(team=team, workflow=workflow)
-    queued = [admit(team=team, workflow=workflow).execution for _ in range(3)]
+    execution_admit(team=team, workflow=workflow)
+    queued = [execution_admit(team=team, workflow=workflow).execution for _ in range(3)]
     with django_capture_on_commit_callbacks(execute=True):
         team_set_limit(team=team, max_concurrent_executions=3)
     assert statuses(queued) == [Status.PENDING, Status.PENDING, Status.QUEUED]
@@ -110,8 +110,8 @@ def test_a_new_version_with_a_higher_limit_promotes(
     team, make_workflow, django_capture_on_commit_callbacks
 ):
     workflow = make_workflow(team, limit=1)
-    admit(team=team, workflow=workflow)
-    queued = [admit(team=team, workflow=workflow).execution for _ in range(2)]
+    execution_admit(team=team, workflow=workflow)
+    queued = [execution_admit(team=team, workflow=workflow).execution for _ in range(2)]
     with django_capture_on_commit_callbacks(execute=True):
         make_workflow(team, limit=2)
     assert statuses(queued) == [Status.PENDING, Status.QUEUED]
@@ -120,21 +120,21 @@ def test_a_new_version_with_a_higher_limit_promotes(
 def test_the_poller_recovers_a_lost_promotion(make_team, make_workflow):
     team = make_team(max_concurrent_executions=1)
     workflow = make_workflow(team)
-    running = admit(team=team, workflow=workflow).execution
-    queued = admit(team=team, workflow=workflow).execution
+    running = execution_admit(team=team, workflow=workflow).execution
+    queued = execution_admit(team=team, workflow=workflow).execution
     # The finisher died after its commit: no on-commit promotion ran.
-    finish_execution(running.id, status=Status.COMPLETED)
+    execution_finish(running.id, status=Status.COMPLETED)
     assert statuses([queued]) == [Status.QUEUED]
-    assert promotion.promote_all(trigger="poller") == 1
+    assert promotion.queue_promote_all(trigger="poller") == 1
     assert statuses([queued]) == [Status.PENDING]
 
 
 def test_forced_executions_count_against_the_limit_when_promoting(make_team, make_workflow):
     team = make_team(max_concurrent_executions=1)
     workflow = make_workflow(team)
-    first = admit(team=team, workflow=workflow).execution
-    queued = admit(team=team, workflow=workflow).execution
-    admit(team=team, workflow=workflow, force=True)
+    first = execution_admit(team=team, workflow=workflow).execution
+    queued = execution_admit(team=team, workflow=workflow).execution
+    execution_admit(team=team, workflow=workflow, force=True)
     Execution.objects.filter(id=first.id).update(status=Status.COMPLETED)
-    assert promotion.promote_team(team.id, trigger="poller") == []
+    assert promotion.queue_promote(team.id, trigger="poller") == []
     assert statuses([queued]) == [Status.QUEUED]

@@ -15,7 +15,7 @@ django.setup()
 from django.db import transaction  # noqa: E402
 
 from executions.models import Status  # noqa: E402
-from executions.services.lifecycle import finish_execution  # noqa: E402
+from executions.services.lifecycle import execution_finish  # noqa: E402
 
 
 def hang() -> None:
@@ -25,10 +25,10 @@ def hang() -> None:
 
 def main(execution_id: str) -> None:
     with transaction.atomic():
-        # Registered before finish_execution's post_save receiver registers promotion's, so it
+        # Registered before execution_finish's post_save receiver registers promotion's, so it
         # runs first after the commit, and promotion's never runs.
         transaction.on_commit(hang)
-        finish_execution(uuid.UUID(execution_id), status=Status.COMPLETED)
+        execution_finish(uuid.UUID(execution_id), status=Status.COMPLETED)
 
 
 if __name__ == "__main__":

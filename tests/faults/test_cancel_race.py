@@ -17,8 +17,8 @@ from django.db import connections
 from executions import sql
 from executions.models import SLOT_HOLDING, Execution, Status
 from executions.services import promotion
-from executions.services.admission import admit
-from executions.services.lifecycle import cancel_execution, finish_execution, start_execution
+from executions.services.admission import execution_admit
+from executions.services.lifecycle import execution_cancel, execution_finish, execution_start
 from teams.models import Team
 from tests.concurrency.harness import Sampler
 from workflows.models import WorkflowDefinition
@@ -53,8 +53,8 @@ class Race:
         try:
             for _ in range(self.rounds):
                 team = self.workflow.team
-                self.a = admit(team=team, workflow=self.workflow).execution
-                self.b = admit(team=team, workflow=self.workflow).execution
+                self.a = execution_admit(team=team, workflow=self.workflow).execution
+                self.b = execution_admit(team=team, workflow=self.workflow).execution
                 assert (self.a.status, self.b.status) == (Status.PENDING, Status.QUEUED)
                 go.wait()
                 done.wait()
@@ -80,17 +80,17 @@ class Race:
             connections.close_all()
 
     def _finish_a(self) -> None:
-        finish_execution(self.a.id, status=Status.COMPLETED)
+        execution_finish(self.a.id, status=Status.COMPLETED)
 
     def _cancel_b(self) -> None:
         time.sleep(random.uniform(0, CANCEL_JITTER))
-        cancel_execution(self.b.id)
+        execution_cancel(self.b.id)
 
     def _start_b(self) -> None:
         """A worker handed `b`: it tries pending → running until it wins or `b` is cancelled."""
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if start_execution(self.b.id):
+            if execution_start(self.b.id):
                 return
             status = Execution.objects.values_list("status", flat=True).get(id=self.b.id)
             if status == Status.CANCELLED:
@@ -141,7 +141,7 @@ def test_cancel_racing_promotion_500_times_never_leaves_a_cancelled_execution_ru
     # The race really interleaves: cancel lands before, between and after promotion and start.
     assert len(result.outcomes) >= 2
     # Exact accounting: the slot is free, the next execution takes it at once.
-    assert admit(team=team, workflow=result.workflow).execution.status == Status.PENDING
+    assert execution_admit(team=team, workflow=result.workflow).execution.status == Status.PENDING
 
 
 def test_without_the_conditional_promotion_the_race_promotes_cancelled_executions(

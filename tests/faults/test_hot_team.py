@@ -28,7 +28,7 @@ from django.db import connections, transaction
 from core import locks
 from executions.models import SLOT_HOLDING, Execution, Status
 from executions.services import promotion
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from teams.models import Team
 from tests.api.conftest import client_of, hook_yaml
 from tests.faults.flood import Flood, Result, latencies, post
@@ -117,8 +117,8 @@ def test_a_cancel_committed_while_its_teams_lock_is_busy_answers_200_and_the_pol
     lock_timeout: the transition stands (no 503 for a cancel that happened), the queue waits
     for the backup poller."""
     workflow = make_workflow(team, limit=1)
-    running = admit(team=team, workflow=workflow).execution
-    waiting = admit(team=team, workflow=workflow).execution
+    running = execution_admit(team=team, workflow=workflow).execution
+    waiting = execution_admit(team=team, workflow=workflow).execution
     held = threading.Event()
     holder = threading.Thread(target=hold_team_lock, args=(team, held, LOCK_TIMEOUT + 1))
     holder.start()
@@ -131,6 +131,6 @@ def test_a_cancel_committed_while_its_teams_lock_is_busy_answers_200_and_the_pol
     assert response.json()["status"] == "cancelled"
     waiting.refresh_from_db()
     assert waiting.status == Status.QUEUED
-    assert promotion.promote_all(trigger="poller") == 1
+    assert promotion.queue_promote_all(trigger="poller") == 1
     waiting.refresh_from_db()
     assert waiting.status == Status.PENDING

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from executions.models import Execution, Status
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from teams.models import Team
 from tests.concurrency.harness import Sampler, run_in_threads
 from tests.engine.conftest import wait_for
@@ -47,7 +47,9 @@ def test_a_long_repeatable_read_snapshot_neither_breaks_the_limit_nor_stalls_pro
         sampler = Sampler(team.id)
         sampler.start()
         try:
-            run_in_threads([lambda: admit(team=team, workflow=workflow)] * FLOOD, threads=8)
+            run_in_threads(
+                [lambda: execution_admit(team=team, workflow=workflow)] * FLOOD, threads=8
+            )
             done = Execution.objects.filter(workflow=workflow, status=Status.COMPLETED)
             wait_for(lambda: done.count() == FLOOD, timeout=60)
         finally:

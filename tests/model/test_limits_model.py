@@ -23,8 +23,8 @@ from hypothesis.stateful import (
 
 from executions.models import Execution, Status
 from executions.services import promotion
-from executions.services.admission import ConcurrencyLimitExceeded, admit
-from executions.services.lifecycle import cancel_execution, finish_execution
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions.services.lifecycle import execution_cancel, execution_finish
 from teams.services import team_create, team_set_limit
 from teams.signals import loosens
 from tests.conftest import workflow_yaml
@@ -103,7 +103,7 @@ class LimitsModel(RuleBasedStateMachine):
     def admit(self, workflow: str) -> None:
         blocker = self.expected_blocker(workflow)
         try:
-            admission = admit(team=self.team, workflow=self.workflows[workflow])
+            admission = execution_admit(team=self.team, workflow=self.workflows[workflow])
         except ConcurrencyLimitExceeded as exc:
             assert workflow == "strict" and blocker == exc.scope
             return
@@ -114,7 +114,9 @@ class LimitsModel(RuleBasedStateMachine):
 
     @rule(workflow=st.sampled_from(WORKFLOWS))
     def admit_forced(self, workflow: str) -> None:
-        execution = admit(team=self.team, workflow=self.workflows[workflow], force=True).execution
+        execution = execution_admit(
+            team=self.team, workflow=self.workflows[workflow], force=True
+        ).execution
         self.runs.append(Run(execution.id, workflow, Status.PENDING, True, None))
 
     @precondition(lambda self: self.live((Status.PENDING, Status.RUNNING)))
@@ -125,7 +127,7 @@ class LimitsModel(RuleBasedStateMachine):
     def finish(self, pick: int, outcome: str) -> None:
         holders = self.live((Status.PENDING, Status.RUNNING))
         run = holders[pick % len(holders)]
-        assert finish_execution(run.id, status=outcome)
+        assert execution_finish(run.id, status=outcome)
         run.status, run.blocked_by = outcome, None
         self.promote()
 
@@ -144,7 +146,7 @@ class LimitsModel(RuleBasedStateMachine):
     def cancel(self, pick: int) -> None:
         live = self.live((Status.QUEUED, Status.PENDING, Status.RUNNING))
         run = live[pick % len(live)]
-        cancel_execution(run.id)
+        execution_cancel(run.id)
         run.status, run.blocked_by = Status.CANCELLED, None
         self.promote()
 
@@ -167,7 +169,7 @@ class LimitsModel(RuleBasedStateMachine):
 
     @rule()
     def poller(self) -> None:
-        promotion.promote_all(trigger="poller")
+        promotion.queue_promote_all(trigger="poller")
         self.promote()
 
     # The checks ---------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from executions.models import Execution, Status
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from teams.models import ApiKey, Team
 from teams.services import api_key_create
 
@@ -29,7 +29,7 @@ def test_the_team_list_shows_limits_and_live_counts_in_a_fixed_number_of_queries
         team = make_team(f"t{n}", max_concurrent_executions=1)
         workflow = make_workflow(team)
         for _ in range(3):
-            admit(team=team, workflow=workflow)
+            execution_admit(team=team, workflow=workflow)
     with django_assert_max_num_queries(8):
         response = admin_client.get(reverse("admin:teams_team_changelist"))
     rows = {t.slug: (t.running_now, t.queued_now) for t in response.context["cl"].result_list}
@@ -42,7 +42,7 @@ def test_raising_a_limit_in_the_list_promotes_queued_executions(
     team = make_team("acme", max_concurrent_executions=1)
     workflow = make_workflow(team)
     for _ in range(3):
-        admit(team=team, workflow=workflow)
+        execution_admit(team=team, workflow=workflow)
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(
             reverse("admin:teams_team_changelist"), changelist_post(team, "3")

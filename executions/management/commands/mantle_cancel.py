@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from executions.models import Execution
-from executions.services.lifecycle import NotCancellable, cancel_execution
+from executions.services.lifecycle import NotCancellable, execution_cancel
 
 
 class Command(BaseCommand):
@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, execution_id: uuid.UUID, **options: Any) -> None:
         try:
-            cancel_execution(execution_id, reason="cancelled from the command line")
+            execution_cancel(execution_id, reason="cancelled from the command line")
         except Execution.DoesNotExist as exc:
             raise CommandError(f"no execution {execution_id}", returncode=2) from exc
         except NotCancellable as exc:

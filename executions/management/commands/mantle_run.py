@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from executions.models import TERMINAL, Execution, Status
-from executions.services.admission import ConcurrencyLimitExceeded, admit
+from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs, WorkflowSpec
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         spec = WorkflowSpec.from_dict(workflow.current_version.spec)
         inputs = parse_inputs(spec, options["input"])
         try:
-            admission = admit(
+            admission = execution_admit(
                 team=workflow.team,
                 workflow=workflow,
                 inputs=inputs,
