@@ -70,10 +70,24 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class LimitsConfig:
+    """What one workflow may cost, whoever wrote it (README: hostile input)."""
+
+    expression_length: int = 10_000  # characters of one {{ … }}
+    expression_depth: int = 100  # nesting of its syntax tree (an upper bound, see below)
+    expression_nodes: int = 2_000  # tokens of one expression
+    expression_cost: int = 10_000_000  # estimated steps of one evaluation
+    workflow_steps: int = 1_000
+    document_depth: int = 32  # nesting of the YAML document
+    step_output_bytes: int = 1024 * 1024  # a step's output as JSON
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
 
 def _non_negative_int(value: object) -> int:
@@ -167,8 +181,14 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "redact_headers": _header_patterns,
     },
     "server": {"bind": _bind, "workers": _positive_int},
+    "limits": {name: _positive_int for name in LimitsConfig.__dataclass_fields__},
 }
-_SECTIONS = {"database": DatabaseConfig, "engine": EngineConfig, "server": ServerConfig}
+_SECTIONS = {
+    "database": DatabaseConfig,
+    "engine": EngineConfig,
+    "server": ServerConfig,
+    "limits": LimitsConfig,
+}
 
 
 def _read_file(path: Path) -> dict[str, Any]:

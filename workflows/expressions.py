@@ -17,6 +17,8 @@ import re
 
 import cel
 
+from workflows.expression_limits import expression_check, expression_cost_check
+
 # Non-greedy: "{{ a }} and {{ b }}" is two expressions. A CEL map literal may sit inside the
 # braces as long as it does not itself contain "}}" (write "{ 'a': {'b': 1} }" with a space).
 _EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
@@ -77,6 +79,9 @@ def evaluate(source: str, context: dict) -> object:
     """Evaluate one bare CEL expression against ``context`` and return the native Python value."""
     source = source.strip()
     program = _program(source)
+    too_costly = expression_cost_check(source, context)
+    if too_costly:
+        raise ExpressionError(expression=_abridged(source), message=too_costly)
     try:
         return program.execute(context)
     except KeyError as exc:
@@ -141,14 +146,25 @@ def _cel_type_name(value: object) -> str:
     return _CEL_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-@functools.lru_cache(maxsize=1024)
 def _program(source: str) -> cel.Program:
     if not source:
         raise ExpressionError(expression=source, message="empty expression")
+    refused = expression_check(source)
+    if refused:
+        raise ExpressionError(expression=_abridged(source), message=refused)
+    return _compiled(source)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: str) -> cel.Program:
     try:
         return cel.compile(source)
     except ValueError as exc:
         raise ExpressionError(expression=source, message=_parse_message(str(exc))) from None
+
+
+def _abridged(source: str) -> str:
+    return source if len(source) <= 80 else f"{source[:60]}… ({len(source)} characters)"
 
 
 def _parse_message(raw: str) -> str:

@@ -79,3 +79,14 @@ def test_a_cursor_at_the_edge_of_the_range_is_a_valid_page(api) -> None:
     token = cursor(f"0001-01-01T00:00:00+00:00|{uuid.uuid4()}")
     response = api.get(f"/api/v1/executions?cursor={token}")
     assert (response.status_code, response.json()["executions"]) == (200, [])
+
+
+def test_the_expression_that_crashes_the_cel_library_is_400(api) -> None:
+    """50,000 chained additions (100 KB) segfaulted the web worker inside the CEL library."""
+    chain = "1" + "+1" * 50_000
+    step = f'  - name: a\n    action: test/echo\n    params: {{x: "{{{{ {chain} }}}}"}}\n'
+    content = f"name: bomb\nsteps:\n{step}"
+    response = api.put("/api/v1/workflows/bomb", content, content_type="application/yaml")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_workflow")
+    [error] = response.json()["errors"]
+    assert "limits.expression_length" in error["message"]
