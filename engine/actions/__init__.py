@@ -1,5 +1,6 @@
-"""Actions a step can run, one module each: a module of this package with `NAME` and `run`
-is registered under its `NAME` (adding an action is adding a module)."""
+"""Actions a step can run, one module each: a module of this package with `NAME` and `run` is
+registered in workflows.actions under its `NAME` when the engine app loads (adding an action is
+adding a module)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from workflows.actions import action_get, action_register
 
 
 @dataclass(frozen=True)
@@ -30,19 +33,14 @@ class ActionFailed(Exception):
 Action = Callable[[dict[str, Any], ActionContext], Any]
 
 
-def _discover() -> dict[str, Action]:
-    found: dict[str, Action] = {}
+def actions_register() -> None:
     for module_info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{module_info.name}")
-        found[module.NAME] = module.run
-    return found
-
-
-ACTIONS: dict[str, Action] = _discover()
+        action_register(module.NAME, module.run)
 
 
 def get_action(name: str) -> Action:
-    try:
-        return ACTIONS[name]
-    except KeyError:
-        raise ActionFailed(f"unknown action {name!r}") from None
+    action = action_get(name)
+    if action is None:
+        raise ActionFailed(f"unknown action {name!r}")
+    return action

@@ -6,8 +6,9 @@ import textwrap
 
 import pytest
 
+from core.durations import parse_duration
+from workflows.actions import action_names
 from workflows.schema import (
-    DEFAULT_ACTIONS,
     InputSpec,
     InvalidInputs,
     RetrySpec,
@@ -16,7 +17,6 @@ from workflows.schema import (
     TriggerSpec,
     WorkflowInvalid,
     WorkflowSpec,
-    parse_duration,
     parse_workflow,
     validate_inputs,
 )
@@ -388,7 +388,7 @@ def test_it_checks_triggers() -> None:
             (
                 4,
                 "steps[0].action",
-                'unknown action "x/y"; known: ' + ", ".join(sorted(DEFAULT_ACTIONS)),
+                'unknown action "x/y"; known: ' + ", ".join(sorted(action_names())),
             ),
         ),
         ("name: a\naction: test/noop\nparams: [1]", (5, "steps[0].params", "must be a mapping")),

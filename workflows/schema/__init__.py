@@ -1,0 +1,23 @@
+"""Workflow documents: YAML → a validated WorkflowSpec, and the run-time check of inputs.
+
+spec.py holds the dataclasses, document.py the line-tracking YAML reader, validate.py the
+validator, graph.py the cycle search, inputs.py the check of a run's inputs.
+"""
+
+from workflows.schema.document import SchemaError, WorkflowInvalid
+from workflows.schema.inputs import InvalidInputs, validate_inputs
+from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, TriggerSpec, WorkflowSpec
+from workflows.schema.validate import parse_workflow
+
+__all__ = [
+    "InputSpec",
+    "InvalidInputs",
+    "RetrySpec",
+    "SchemaError",
+    "StepSpec",
+    "TriggerSpec",
+    "WorkflowInvalid",
+    "WorkflowSpec",
+    "parse_workflow",
+    "validate_inputs",
+]

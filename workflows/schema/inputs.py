@@ -1,0 +1,64 @@
+"""Inputs: the declared types, and the run-time check of the inputs given to a run."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from workflows.schema.spec import WorkflowSpec
+
+
+def _is_string(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_boolean(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+# input type → (check, what the error says it must be)
+INPUT_TYPES = {
+    "string": (_is_string, "a string"),
+    "number": (_is_number, "a number"),
+    "boolean": (_is_boolean, "a boolean"),
+}
+
+
+class InvalidInputs(Exception):
+    """Inputs given to a run do not match the workflow's declared inputs."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+    def __reduce__(self) -> tuple[object, tuple[list[str]]]:
+        return type(self), (self.errors,)
+
+
+def validate_inputs(spec: WorkflowSpec, given: dict | None) -> dict:
+    """The run's inputs with defaults applied, or InvalidInputs naming every bad input."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise InvalidInputs(["inputs: must be an object"])
+    declared = {item.name for item in spec.inputs}
+    errors = [f"inputs.{name}: unknown input" for name in given if name not in declared]
+    result: dict[str, object] = {}
+    for item in spec.inputs:
+        if item.name in given:
+            check, expected = INPUT_TYPES[item.type]
+            if check(given[item.name]):
+                result[item.name] = given[item.name]
+            else:
+                errors.append(f"inputs.{item.name}: must be {expected}")
+        elif item.has_default:
+            result[item.name] = copy.deepcopy(item.default)
+        else:
+            errors.append(f"inputs.{item.name}: is required")
+    if errors:
+        raise InvalidInputs(errors)
+    return result

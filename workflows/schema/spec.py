@@ -1,0 +1,128 @@
+"""The validated workflow: typed, frozen dataclasses and their JSON round trip (the spec is
+stored in a JSONField and read back by the engine)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputSpec:
+    name: str
+    type: str
+    description: str = ""
+    default: object = None
+    has_default: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "description": self.description,
+            "default": copy.deepcopy(self.default),
+            "has_default": self.has_default,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggerSpec:
+    type: str  # "webhook" (path, secret) or "cron" (schedule)
+    path: str | None = None
+    secret: str | None = None
+    schedule: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "type": self.type,
+            "path": self.path,
+            "secret": self.secret,
+            "schedule": self.schedule,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrySpec:
+    max_attempts: int = 1
+    backoff: str = "fixed"  # or "exponential"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepSpec:
+    name: str
+    action: str
+    params: dict[str, object] = field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+    if_: str | None = None  # the bare CEL expression, braces removed
+    retry: RetrySpec = RetrySpec()
+    timeout: float | None = None  # seconds
+    continue_on_error: bool = False
+    for_each: list | str | None = None  # a list, or the "{{ … }}" string as written
+    max_parallel: int = 0  # 0 = every branch at once
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "params": copy.deepcopy(self.params),
+            "depends_on": list(self.depends_on),
+            "if": self.if_,
+            "retry": {"max_attempts": self.retry.max_attempts, "backoff": self.retry.backoff},
+            "timeout": self.timeout,
+            "continue_on_error": self.continue_on_error,
+            "for_each": copy.deepcopy(self.for_each),
+            "max_parallel": self.max_parallel,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StepSpec:
+        return cls(
+            name=data["name"],
+            action=data["action"],
+            params=copy.deepcopy(data["params"]),
+            depends_on=tuple(data["depends_on"]),
+            if_=data["if"],
+            retry=RetrySpec(**data["retry"]),
+            timeout=data["timeout"],
+            continue_on_error=data["continue_on_error"],
+            for_each=copy.deepcopy(data["for_each"]),
+            max_parallel=data["max_parallel"],
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowSpec:
+    name: str
+    description: str = ""
+    inputs: tuple[InputSpec, ...] = ()
+    triggers: tuple[TriggerSpec, ...] = ()
+    timeout: float | None = None  # seconds
+    max_parallel_executions: int = 0  # 0 = unlimited
+    on_limit: str = "queue"  # or "reject"
+    steps: tuple[StepSpec, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-serialisable dict; ``from_dict`` turns it back into an equal spec."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputs": [spec.to_dict() for spec in self.inputs],
+            "triggers": [spec.to_dict() for spec in self.triggers],
+            "timeout": self.timeout,
+            "max_parallel_executions": self.max_parallel_executions,
+            "on_limit": self.on_limit,
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> WorkflowSpec:
+        return cls(
+            name=data["name"],
+            description=data["description"],
+            inputs=tuple(InputSpec(**copy.deepcopy(item)) for item in data["inputs"]),
+            triggers=tuple(TriggerSpec(**item) for item in data["triggers"]),
+            timeout=data["timeout"],
+            max_parallel_executions=data["max_parallel_executions"],
+            on_limit=data["on_limit"],
+            steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
+        )

@@ -1,0 +1,405 @@
+"""Workflow YAML → a validated, typed WorkflowSpec (CONTRACT.md §3): every error in a document at
+once, each with its path and line."""
+
+from __future__ import annotations
+
+import re
+
+from croniter import croniter
+
+from core.durations import parse_duration
+from workflows.actions import action_names
+from workflows.expressions import (
+    ExpressionError,
+    compile_expression,
+    find_expressions,
+    sole_expression,
+)
+from workflows.schema.document import Document, WorkflowInvalid, document_read, index, join
+from workflows.schema.graph import cycles
+from workflows.schema.inputs import INPUT_TYPES
+from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, TriggerSpec, WorkflowSpec
+
+UPSTREAM_ONLY_KEYS = frozenset({"credential", "artifacts", "hooks", "token_budget"})
+
+_WORKFLOW_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "inputs",
+        "triggers",
+        "timeout",
+        "max_parallel_executions",
+        "on_limit",
+        "steps",
+    }
+)
+_STEP_KEYS = frozenset(
+    {
+        "name",
+        "action",
+        "params",
+        "depends_on",
+        "if",
+        "retry",
+        "timeout",
+        "continue_on_error",
+        "for_each",
+        "max_parallel",
+    }
+)
+_INPUT_KEYS = frozenset({"type", "description", "default"})
+_RETRY_KEYS = frozenset({"max_attempts", "backoff"})
+_WEBHOOK_KEYS = frozenset({"type", "path", "secret"})
+_CRON_KEYS = frozenset({"type", "schedule"})
+
+_WORKFLOW_NAME = re.compile(r"[a-z][a-z0-9-]*")
+_STEP_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WEBHOOK_PATH = re.compile(
+    r"/hooks/[A-Za-z0-9_-][A-Za-z0-9._~-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._~-]*)*"
+)
+
+
+def parse_workflow(text: str, *, actions: frozenset[str] | None = None) -> WorkflowSpec:
+    """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
+
+    ``actions`` are the action names steps may use; by default, those of the action registry."""
+    document = document_read(text)
+    spec = _Validator(document, action_names() if actions is None else actions).workflow()
+    if document.errors or spec is None:
+        raise WorkflowInvalid(document.errors)
+    return spec
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Validator:
+    def __init__(self, document: Document, actions: frozenset[str]) -> None:
+        self.doc = document
+        self.actions = actions
+
+    def workflow(self) -> WorkflowSpec | None:
+        root = self.doc.value
+        if not isinstance(root, dict):
+            self.doc.error("", "must be a mapping")
+            return None
+        self._check_keys(root, "", _WORKFLOW_KEYS)
+        name = self._required(root, "name", "")
+        if name is not None and not (isinstance(name, str) and _WORKFLOW_NAME.fullmatch(name)):
+            self.doc.error("name", "must be kebab-case (^[a-z][a-z0-9-]*$)")
+        inputs = self._inputs(root["inputs"]) if "inputs" in root else ()
+        triggers = self._triggers(root["triggers"]) if "triggers" in root else ()
+        steps = self._steps(root)
+        on_limit = root.get("on_limit", "queue")
+        if on_limit not in ("queue", "reject"):
+            self.doc.error("on_limit", "must be one of: queue, reject")
+        return WorkflowSpec(
+            name=name,
+            description=self._string(root, "description", "", default=""),
+            inputs=inputs,
+            triggers=triggers,
+            timeout=self._duration(root, "timeout", ""),
+            max_parallel_executions=self._int(root, "max_parallel_executions", "", minimum=0),
+            on_limit=on_limit,
+            steps=steps,
+        )
+
+    def _inputs(self, value: object) -> tuple[InputSpec, ...]:
+        if not isinstance(value, dict):
+            self.doc.error("inputs", "must be a mapping of input name to definition")
+            return ()
+        specs = []
+        for name, definition in value.items():
+            path = join("inputs", name)
+            if not _INPUT_NAME.fullmatch(name):
+                self.doc.error(
+                    path, "must be an identifier (^[A-Za-z_][A-Za-z0-9_]*$)", at_key=True
+                )
+            if not isinstance(definition, dict):
+                self.doc.error(path, "must be a mapping with a type")
+                continue
+            self._check_keys(definition, path, _INPUT_KEYS)
+            input_type = self._required(definition, "type", path)
+            if input_type is not None and not (
+                isinstance(input_type, str) and input_type in INPUT_TYPES
+            ):
+                self.doc.error(join(path, "type"), "must be one of: string, number, boolean")
+                input_type = None
+            has_default = "default" in definition
+            if has_default and input_type is not None:
+                check, expected = INPUT_TYPES[input_type]
+                if not check(definition["default"]):
+                    self.doc.error(join(path, "default"), f"must be {expected}")
+            specs.append(
+                InputSpec(
+                    name=name,
+                    type=input_type,
+                    description=self._string(definition, "description", path, default=""),
+                    default=definition.get("default"),
+                    has_default=has_default,
+                )
+            )
+        return tuple(specs)
+
+    def _triggers(self, value: object) -> tuple[TriggerSpec, ...]:
+        if not isinstance(value, list):
+            self.doc.error("triggers", "must be a list")
+            return ()
+        specs = []
+        webhook_paths: set[str] = set()
+        for i, trigger in enumerate(value):
+            path = index("triggers", i)
+            if not isinstance(trigger, dict):
+                self.doc.error(path, "must be a mapping")
+                continue
+            trigger_type = self._required(trigger, "type", path)
+            if trigger_type == "webhook":
+                self._check_keys(trigger, path, _WEBHOOK_KEYS)
+                hook_path = self._required(trigger, "path", path)
+                if hook_path is not None and not (
+                    isinstance(hook_path, str) and _WEBHOOK_PATH.fullmatch(hook_path)
+                ):
+                    self.doc.error(
+                        join(path, "path"),
+                        "must be a path like /hooks/<name> "
+                        '(letters, digits, "-", "_", ".", "~" and "/")',
+                    )
+                elif hook_path is not None:
+                    if hook_path in webhook_paths:
+                        message = f'duplicate webhook path "{hook_path}"'
+                        self.doc.error(join(path, "path"), message)
+                    webhook_paths.add(hook_path)
+                secret = trigger.get("secret")
+                if "secret" in trigger and not (isinstance(secret, str) and secret):
+                    self.doc.error(join(path, "secret"), "must be a non-empty string")
+                specs.append(TriggerSpec(type="webhook", path=hook_path, secret=secret))
+            elif trigger_type == "cron":
+                self._check_keys(trigger, path, _CRON_KEYS)
+                schedule = self._required(trigger, "schedule", path)
+                if schedule is not None and not (
+                    isinstance(schedule, str)
+                    and len(schedule.split()) == 5
+                    and croniter.is_valid(schedule)
+                ):
+                    self.doc.error(
+                        join(path, "schedule"),
+                        'must be a cron schedule of 5 fields, like "*/5 * * * *"',
+                    )
+                specs.append(TriggerSpec(type="cron", schedule=schedule))
+            elif trigger_type is not None:
+                self.doc.error(join(path, "type"), "must be one of: webhook, cron")
+        return tuple(specs)
+
+    def _steps(self, root: dict) -> tuple[StepSpec, ...]:
+        steps = self._required(root, "steps", "")
+        if steps is None:
+            return ()
+        if not isinstance(steps, list) or not steps:
+            self.doc.error("steps", "must be a non-empty list of steps")
+            return ()
+        first_seen: dict[str, int] = {}
+        for i, step in enumerate(steps):
+            name = step.get("name") if isinstance(step, dict) else None
+            if not isinstance(name, str):
+                continue
+            if name in first_seen:
+                line = self.doc.value_lines.get(join(index("steps", first_seen[name]), "name"))
+                self.doc.error(
+                    join(index("steps", i), "name"),
+                    f'duplicate step name "{name}" (first defined on line {line})',
+                )
+            else:
+                first_seen[name] = i
+        specs = []
+        for i, step in enumerate(steps):
+            spec = self._step(step, index("steps", i), set(first_seen))
+            if spec is not None:
+                specs.append(spec)
+        self._check_cycles(specs, first_seen)
+        return tuple(specs)
+
+    def _step(self, step: object, path: str, step_names: set[str]) -> StepSpec | None:
+        if not isinstance(step, dict):
+            self.doc.error(path, "must be a mapping")
+            return None
+        self._check_keys(step, path, _STEP_KEYS)
+        name = self._required(step, "name", path)
+        if name is not None and not (isinstance(name, str) and _STEP_NAME.fullmatch(name)):
+            self.doc.error(join(path, "name"), "must match ^[a-z][a-z0-9_-]*$")
+        action = self._required(step, "action", path)
+        if action is not None and not (isinstance(action, str) and action in self.actions):
+            known = ", ".join(sorted(self.actions))
+            self.doc.error(join(path, "action"), f'unknown action "{action}"; known: {known}')
+        params = step.get("params", {})
+        if isinstance(params, dict):
+            self._check_expressions(params, join(path, "params"))
+        else:
+            self.doc.error(join(path, "params"), "must be a mapping")
+        for_each = step.get("for_each")
+        if "for_each" in step:
+            self._check_for_each(for_each, join(path, "for_each"))
+        elif "max_parallel" in step:
+            self.doc.error(
+                join(path, "max_parallel"), "is only valid together with for_each", at_key=True
+            )
+        return StepSpec(
+            name=name,
+            action=action,
+            params=params,
+            depends_on=self._depends_on(step, path, name, step_names),
+            if_=self._condition(step, path),
+            retry=self._retry(step, path),
+            timeout=self._duration(step, "timeout", path),
+            continue_on_error=self._boolean(step, "continue_on_error", path),
+            for_each=for_each,
+            max_parallel=self._int(step, "max_parallel", path, minimum=0),
+        )
+
+    def _depends_on(
+        self, step: dict, path: str, name: object, step_names: set[str]
+    ) -> tuple[str, ...]:
+        value = step.get("depends_on", [])
+        path = join(path, "depends_on")
+        if not isinstance(value, list):
+            self.doc.error(path, "must be a list of step names")
+            return ()
+        seen: set[str] = set()
+        for i, dependency in enumerate(value):
+            item_path = index(path, i)
+            if not isinstance(dependency, str):
+                self.doc.error(item_path, "must be a step name")
+            elif dependency == name:
+                self.doc.error(item_path, "a step cannot depend on itself")
+            elif dependency not in step_names:
+                self.doc.error(item_path, f'unknown step "{dependency}"')
+            elif dependency in seen:
+                self.doc.error(item_path, f'"{dependency}" is listed twice')
+            else:
+                seen.add(dependency)
+        return tuple(value)
+
+    def _condition(self, step: dict, path: str) -> str | None:
+        if "if" not in step:
+            return None
+        path = join(path, "if")
+        raw = step["if"]
+        if not isinstance(raw, str):
+            self.doc.error(path, "must be an expression string")
+            return None
+        source = sole_expression(raw)
+        if source is None:
+            if "{{" in raw:
+                self.doc.error(path, 'must be one expression, written with or without "{{ }}"')
+                return None
+            source = raw.strip()
+        self._compile(source, path)
+        return source
+
+    def _check_for_each(self, value: object, path: str) -> None:
+        if isinstance(value, list):
+            self._check_expressions(value, path)
+        elif isinstance(value, str) and sole_expression(value) is not None:
+            self._compile(sole_expression(value), path)
+        else:
+            self.doc.error(path, 'must be a list or one "{{ … }}" expression giving a list')
+
+    def _retry(self, step: dict, path: str) -> RetrySpec:
+        if "retry" not in step:
+            return RetrySpec()
+        path = join(path, "retry")
+        retry = step["retry"]
+        if not isinstance(retry, dict):
+            self.doc.error(path, "must be a mapping")
+            return RetrySpec()
+        self._check_keys(retry, path, _RETRY_KEYS)
+        backoff = retry.get("backoff", "fixed")
+        if backoff not in ("fixed", "exponential"):
+            self.doc.error(join(path, "backoff"), "must be one of: fixed, exponential")
+        max_attempts = self._int(retry, "max_attempts", path, minimum=1, default=1)
+        return RetrySpec(max_attempts=max_attempts, backoff=backoff)
+
+    def _check_cycles(self, steps: list[StepSpec], order: dict[str, int]) -> None:
+        dependencies = {
+            step.name: {
+                d for d in step.depends_on if isinstance(d, str) and d in order and d != step.name
+            }
+            for step in steps
+            if isinstance(step.name, str) and order.get(step.name) is not None
+        }
+        for cycle in cycles(dependencies, order):
+            self.doc.error(
+                join(index("steps", order[cycle[0]]), "depends_on"),
+                "cycle: " + " -> ".join(cycle),
+            )
+
+    def _check_keys(self, mapping: dict, path: str, allowed: frozenset[str]) -> None:
+        for key in mapping:
+            if key in allowed:
+                continue
+            if key in UPSTREAM_ONLY_KEYS:
+                message = f'"{key}" is not supported by Mantle (upstream-only key)'
+            else:
+                message = f'unknown key "{key}"'
+            self.doc.error(join(path, key), message, at_key=True)
+
+    def _check_expressions(self, value: object, path: str) -> None:
+        if isinstance(value, str):
+            sources = find_expressions(value)
+            for source in sources:
+                self._compile(source, path)
+            if value.count("{{") > len(sources):
+                self.doc.error(path, 'has a "{{" without a closing "}}"')
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                self._check_expressions(item, join(path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                self._check_expressions(item, index(path, i))
+
+    def _compile(self, source: str, path: str) -> None:
+        try:
+            compile_expression(source)
+        except ExpressionError as exc:
+            self.doc.error(path, f'invalid expression "{exc.expression}": {exc.message}')
+
+    def _required(self, mapping: dict, key: str, path: str) -> object:
+        if key not in mapping:
+            self.doc.missing(path, key)
+            return None
+        return mapping[key]
+
+    def _string(self, mapping: dict, key: str, path: str, *, default: str) -> str:
+        value = mapping.get(key, default)
+        if not isinstance(value, str):
+            self.doc.error(join(path, key), "must be a string")
+            return default
+        return value
+
+    def _boolean(self, mapping: dict, key: str, path: str) -> bool:
+        value = mapping.get(key, False)
+        if not isinstance(value, bool):
+            self.doc.error(join(path, key), "must be true or false")
+            return False
+        return value
+
+    def _int(self, mapping: dict, key: str, path: str, *, minimum: int, default: int = 0) -> int:
+        value = mapping.get(key, default)
+        if not (_is_int(value) and value >= minimum):
+            self.doc.error(join(path, key), f"must be an integer >= {minimum}")
+            return default
+        return value
+
+    def _duration(self, mapping: dict, key: str, path: str) -> float | None:
+        if key not in mapping:
+            return None
+        try:
+            seconds = parse_duration(mapping[key])
+        except ValueError as exc:
+            self.doc.error(join(path, key), str(exc))
+            return None
+        if seconds <= 0:
+            self.doc.error(join(path, key), "must be a duration greater than zero")
+        return seconds
