@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from core import locks
 from executions.services.admission import ConcurrencyLimitExceeded
 from executions.services.idempotency import IdempotencyKeyReused
-from executions.services.lifecycle import NotCancellable
+from executions.services.lifecycle import ExecutionBusy, NotCancellable
 from workflows.schema import InvalidInputs, WorkflowInvalid
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ def _translate(exc: Exception) -> ApiError | None:
         return ApiError(400, "invalid_workflow", detail, errors=errors)
     if isinstance(exc, NotCancellable):
         return ApiError(409, "not_cancellable", str(exc), status=exc.status)
+    if isinstance(exc, ExecutionBusy):
+        return ApiError(503, "busy", str(exc))
     if isinstance(exc, IdempotencyKeyReused):
         return ApiError(409, "idempotency_key_reused", str(exc))
     if isinstance(exc, RequestDataTooBig):

@@ -77,6 +77,14 @@ def lock_team(team_id: int) -> None:
         cursor.execute(_LOCK_TEAM_SQL, [Namespace.TEAM, team_id, f"{LOCK_TIMEOUT_MS}ms"])
 
 
+def bound_lock_waits() -> None:
+    """`lock_timeout` for the rest of this transaction, for a row lock that may be held long
+    (e.g. an execution's, while the orchestrator works on it)."""
+    _require_transaction()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{LOCK_TIMEOUT_MS}ms"])
+
+
 def lock_workflows(workflow_ids: Iterable[int]) -> None:
     """Lock workflows in id order (after their team's lock), so two lockers never deadlock."""
     for workflow_id in sorted(set(workflow_ids)):

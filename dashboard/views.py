@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.panels import dashboard_panels, team_ids_cancellable_by, teams_visible_to
 from executions.models import Execution
-from executions.services.lifecycle import NotCancellable, execution_cancel
+from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 
 LOGIN_URL = "dashboard:login"
 
@@ -54,6 +54,8 @@ def cancel(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
         execution_cancel(execution.id, reason=f"cancelled by {request.user} on the dashboard")
     except NotCancellable as refused:
         messages.warning(request, f"{label} was not cancelled: it is already {refused.status}.")
+    except ExecutionBusy as busy:
+        messages.warning(request, f"{label} was not cancelled: {busy}.")
     else:
         messages.success(request, f"Cancelled {label}.")
     if request.headers.get("HX-Request"):

@@ -12,6 +12,7 @@ and reading the execution's status), and abandons the action on cancel, timeout 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -22,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Now
@@ -151,6 +153,17 @@ def _params(step: StepExecution, step_spec: StepSpec) -> Any:
     return render(step_spec.params, context)
 
 
+def _bounded(outcome: Outcome) -> Outcome:
+    """Every later step of the execution reads a stored output, and the API returns it: one
+    over limits.step_output_bytes is dropped and fails the step, naming the limit."""
+    limit = settings.MANTLE.limits.step_output_bytes
+    size = len(json.dumps(outcome.output, cls=DjangoJSONEncoder, ensure_ascii=False).encode())
+    if size <= limit:
+        return outcome
+    error = f"the output is {size} bytes, over limits.step_output_bytes ({limit})"
+    return Outcome(StepStatus.FAILED, error=error, retryable=False)
+
+
 def _heartbeat(step_id: int, owner: str) -> str | None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -173,6 +186,7 @@ def settle(step_id: int, *, owner: str, outcome: Outcome) -> bool:
         )
         if step is None:
             return False
+        outcome = _bounded(outcome)
         step.lease_owner, step.lease_expires_at = "", None
         step.output, step.error = outcome.output, outcome.error
         retry = _retry_delay(step, outcome)

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 
 from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
-from executions.services.lifecycle import NotCancellable, execution_cancel
+from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 from teams.admin import TeamAdmin
 from teams.models import Team
 from workflows.models import WorkflowDefinition
@@ -100,18 +100,26 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected executions", permissions=["cancel"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
-        cancelled, refused = 0, 0
+        cancelled, refused, busy = 0, 0, 0
         for execution_id in queryset.values_list("id", flat=True):
             try:
                 execution_cancel(execution_id, reason=f"cancelled by {request.user} in the admin")
                 cancelled += 1
             except NotCancellable:
                 refused += 1
+            except ExecutionBusy:
+                busy += 1
         self.message_user(request, f"Cancelled {cancelled} execution(s).", messages.SUCCESS)
         if refused:
             self.message_user(
                 request,
                 f"{refused} were already finished and were left as they are.",
+                messages.WARNING,
+            )
+        if busy:
+            self.message_user(
+                request,
+                f"{busy} were being updated by the engine and were not cancelled; try again.",
                 messages.WARNING,
             )
 

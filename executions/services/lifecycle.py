@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from core import locks
 from executions.models import TERMINAL, Execution, Status, StepExecution, StepStatus
+
+
+class ExecutionBusy(Exception):
+    def __init__(self) -> None:
+        super().__init__(
+            f"the execution is being updated (locked longer than {locks.LOCK_TIMEOUT_MS} ms); "
+            "try again"
+        )
 
 
 class NotCancellable(Exception):
@@ -56,7 +65,17 @@ def execution_start(execution_id: uuid.UUID) -> bool:
 
 def execution_cancel(execution_id: uuid.UUID, *, reason: str = "cancelled") -> None:
     """Cancel from queued, pending or running. A running execution's steps see the status on
-    their next heartbeat and stop. Raises NotCancellable on a terminal execution."""
-    if not execution_finish(execution_id, status=Status.CANCELLED, error=reason):
+    their next heartbeat and stop. Raises NotCancellable on a terminal execution, and
+    ExecutionBusy when its row stays locked (by the orchestrator working on it) past the lock
+    timeout: the caller answers at once instead of hanging."""
+    try:
+        with transaction.atomic():
+            locks.bound_lock_waits()
+            finished = execution_finish(execution_id, status=Status.CANCELLED, error=reason)
+    except OperationalError as exc:
+        if not locks.is_busy(exc):
+            raise
+        raise ExecutionBusy() from exc
+    if not finished:
         status = Execution.objects.values_list("status", flat=True).get(id=execution_id)
         raise NotCancellable(status)

@@ -218,3 +218,26 @@ def test_time_from_admission_to_running_on_an_idle_cluster(
     p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
     print(f"admit -> running: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     assert p99 < 1.0
+
+
+def test_an_output_over_the_limit_fails_the_step_naming_it(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply("""
+name: big-output
+inputs:
+  blob: {type: string, default: ""}
+steps:
+  - name: echo
+    action: test/echo
+    params: {blob: "{{ inputs.blob }}"}
+""")
+    small = wait_terminal(run(workflow, blob="x" * 1000))
+    big = wait_terminal(run(workflow, blob="x" * (1024 * 1024)))
+    assert small.status == "completed", small.error
+    step = StepExecution.objects.get(execution=big)
+    assert (big.status, step.status, step.output) == ("failed", "failed", None)
+    assert step.error == (
+        f"the output is {1024 * 1024 + 12} bytes, over limits.step_output_bytes (1048576)"
+    )

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from executions.models import Execution
-from executions.services.lifecycle import NotCancellable, execution_cancel
+from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 
 
 class Command(BaseCommand):
@@ -22,6 +22,6 @@ class Command(BaseCommand):
             execution_cancel(execution_id, reason="cancelled from the command line")
         except Execution.DoesNotExist as exc:
             raise CommandError(f"no execution {execution_id}", returncode=2) from exc
-        except NotCancellable as exc:
+        except (NotCancellable, ExecutionBusy) as exc:
             raise CommandError(f"not cancelled: {exc}", returncode=1) from exc
         self.stdout.write(f"{execution_id} cancelled")
