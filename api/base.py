@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from api.errors import ApiError
 from api.serializers import AdmissionOutput, ConcurrencyLimitOutput, ErrorOutput
-from executions.models import Execution
+from executions.services.admission import Admission
 from teams.models import Team
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII
@@ -38,12 +38,12 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
-def admission_response(execution: Execution, *, replayed: bool) -> Response:
+def admission_response(admission: Admission) -> Response:
     """202 for a new execution, 200 for the original one of an idempotent retry."""
     return Response(
-        AdmissionOutput(execution).data,
-        status=status.HTTP_200_OK if replayed else status.HTTP_202_ACCEPTED,
-        headers={"Location": reverse("execution-detail", args=[execution.id])},
+        AdmissionOutput(admission).data,
+        status=status.HTTP_200_OK if admission.replayed else status.HTTP_202_ACCEPTED,
+        headers={"Location": reverse("execution-detail", args=[admission.execution.id])},
     )
 
 

@@ -6,6 +6,7 @@ import base64
 import binascii
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -23,7 +24,7 @@ from api.base import (
 from api.errors import ApiError
 from api.serializers import ErrorOutput, ExecutionDetailOutput, ExecutionOutput
 from executions.models import Execution, Status
-from executions.selectors import execution_get, execution_list
+from executions.selectors import execution_get, execution_list, execution_queue_positions
 from executions.services.idempotency import execution_admit_once
 from executions.services.lifecycle import execution_cancel
 from teams.models import Team
@@ -50,14 +51,14 @@ class RunApi(TeamApi):
         definition = workflow_get(team=self.team, name=workflow)
         if definition is None:
             raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
-        execution, replayed = execution_admit_once(
+        admission = execution_admit_once(
             team=self.team,
             workflow=definition,
             inputs=serializer.validated_data.get("inputs"),
             trigger={"type": "api"},
             idempotency_key=idempotency_key(request),
         )
-        return admission_response(execution, replayed=replayed)
+        return admission_response(admission)
 
 
 class ExecutionListApi(TeamApi):
@@ -92,9 +93,8 @@ class ExecutionListApi(TeamApi):
         )
         full_page = len(executions) == params["limit"]
         next_cursor = _encode_cursor(executions[-1]) if full_page else None
-        return Response(
-            {"executions": ExecutionOutput(executions, many=True).data, "next_cursor": next_cursor}
-        )
+        output = ExecutionOutput(executions, many=True, context=_placed(executions))
+        return Response({"executions": output.data, "next_cursor": next_cursor})
 
 
 def _first_error(serializer: serializers.Serializer) -> str:
@@ -120,6 +120,11 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise ApiError(400, "invalid_filter", "cursor: not a cursor this API returned") from None
 
 
+def _placed(executions: list[Execution]) -> dict[str, Any]:
+    """The serializer context of ExecutionOutput: the queue positions of the queued ones."""
+    return {"queue_positions": execution_queue_positions(executions=executions)}
+
+
 def _team_execution(team: Team, execution_id: uuid.UUID) -> Execution:
     execution = execution_get(team=team, execution_id=execution_id)
     if execution is None:
@@ -132,7 +137,8 @@ class ExecutionDetailApi(TeamApi):
         operation_id="get_execution", responses={200: ExecutionDetailOutput, 404: ErrorOutput}
     )
     def get(self, request: Request, execution_id: uuid.UUID) -> Response:
-        return Response(ExecutionDetailOutput(_team_execution(self.team, execution_id)).data)
+        execution = _team_execution(self.team, execution_id)
+        return Response(ExecutionDetailOutput(execution, context=_placed([execution])).data)
 
 
 class ExecutionCancelApi(TeamApi):

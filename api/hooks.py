@@ -51,7 +51,7 @@ class WebhookApi(APIView):
         secret = _secret(workflow.current_version.spec, path)
         if secret is not None and not _signed(body, secret, request.headers.get(SIGNATURE_HEADER)):
             raise ApiError(403, "bad_signature", f"{SIGNATURE_HEADER} does not match the body")
-        execution, replayed = execution_admit_once(
+        admission = execution_admit_once(
             team=workflow.team,
             workflow=workflow,
             inputs=None,
@@ -63,7 +63,7 @@ class WebhookApi(APIView):
             },
             idempotency_key=_scoped(path, idempotency_key_of(request)),
         )
-        return admission_response(execution, replayed=replayed)
+        return admission_response(admission)
 
 
 def _stored_headers(request: Request) -> dict[str, str]:

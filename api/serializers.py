@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.models import Status
+from executions.models import Execution, Status
 
 
 class StepOutput(serializers.Serializer):
@@ -19,7 +20,8 @@ class StepOutput(serializers.Serializer):
 
 
 class ExecutionOutput(serializers.Serializer):
-    """An execution; `queue_position` is an attribute the selectors set on queued executions."""
+    """An execution; context["queue_positions"] (selectors.execution_queue_positions) places the
+    queued ones."""
 
     id = serializers.UUIDField()
     workflow = serializers.CharField(source="workflow.name")
@@ -33,9 +35,13 @@ class ExecutionOutput(serializers.Serializer):
     promoted_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
-    queue_position = serializers.IntegerField(allow_null=True, default=None)
+    queue_position = serializers.SerializerMethodField()
     blocked_by = serializers.CharField(allow_null=True)
     error = serializers.CharField()
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, execution: Execution) -> int | None:
+        return self.context["queue_positions"].get(execution.id)
 
 
 class ExecutionDetailOutput(ExecutionOutput):
@@ -43,13 +49,13 @@ class ExecutionDetailOutput(ExecutionOutput):
 
 
 class AdmissionOutput(serializers.Serializer):
-    """The 202 of a run or a webhook, and the 200 of an idempotent retry."""
+    """An Admission: the 202 of a run or a webhook, and the 200 of an idempotent retry."""
 
-    execution_id = serializers.UUIDField(source="id")
-    workflow = serializers.CharField(source="workflow.name")
-    version = serializers.IntegerField(source="version.number")
+    execution_id = serializers.UUIDField(source="execution.id")
+    workflow = serializers.CharField(source="execution.workflow.name")
+    version = serializers.IntegerField(source="execution.version.number")
     status = serializers.ChoiceField(choices=Status.choices)
-    queue_position = serializers.IntegerField(allow_null=True, default=None)
+    queue_position = serializers.IntegerField(allow_null=True)
     blocked_by = serializers.CharField(allow_null=True)
 
 

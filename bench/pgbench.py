@@ -1,12 +1,13 @@
 """pgbench running the SQL of one admission: the physical limit for that transaction.
 
-Mantle admits with one call of the PL/pgSQL function `mantle_admit` (executions/sql.py). The
-reference runs the same statements the function is built from, one round trip each, in one
-transaction: BEGIN; locks.ADMISSION_LOCKS; sql.ADMISSION_STATE; sql.ADMISSION_INSERT; then
-sql.DISPATCH_INSERT (pending) or sql.QUEUE_POSITION (queued); END. The values are the arguments
-of a real `execution_admit()` call (captured), so they cannot drift either. The team, workflow and
-version become pgbench variables; a new execution id becomes gen_random_uuid(), the admission
-time clock_timestamp(); every other value stays a literal.
+Mantle admits with one call of the PL/pgSQL function `mantle_admit`
+(executions/sql/mantle_admit.sql). The reference runs the same statements the function is built
+from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_LOCKS; the named queries
+admission_state and admission_insert, then dispatch_insert (pending) or queue_position (queued);
+END. The values are the arguments of a real `execution_admit()` call (captured), so they cannot
+drift either. The team, workflow and version become pgbench variables; a new execution id
+becomes gen_random_uuid(), the admission time clock_timestamp(); every other value stays a
+literal.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from psycopg import sql as psql
 
 from bench.fixtures import Target, progression
 from core import locks
-from executions import sql as queries
 from executions.services.admission import execution_admit
+from executions.sql import queries
 
 VARIABLES = ("team_id", "workflow_id", "version_id")
 CLOCK = object()  # the admission time, taken after the locks
@@ -63,7 +64,7 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
     calls: list[Any] = []
 
     def wrapper(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        if sql == queries.ADMIT:
+        if sql == queries["admit"]:
             calls.append(params)
         return execute(sql, params, many, context)
 
@@ -76,8 +77,13 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
         "blocked_by": admitted.blocked_by,
         "created_at": CLOCK,
     }
-    last = queries.DISPATCH_INSERT if admitted.status == "pending" else queries.QUEUE_POSITION
-    statements = [locks.ADMISSION_LOCKS, queries.ADMISSION_STATE, queries.ADMISSION_INSERT, last]
+    last = queries["dispatch_insert"] if admitted.status == "pending" else queries["queue_position"]
+    statements = [
+        locks.ADMISSION_LOCKS,
+        queries["admission_state"],
+        queries["admission_insert"],
+        last,
+    ]
     return [(statement, params) for statement in statements]
 
 

@@ -6,7 +6,7 @@ the two-int form `(namespace, primary key)` so keys never collide across kinds.
 Lock order is team → workflow (workflows in id order), always; anything else can deadlock.
 
 The one exception to "inside transaction.atomic()": admission's ADMISSION_LOCKS, the first
-statement of the PL/pgSQL function `mantle_admit` (executions/sql.py), called with the
+statement of the PL/pgSQL function `mantle_admit` (executions/sql/), called with the
 namespaces below. Called outside a transaction, the function's statement is its transaction:
 the locks are released by its commit, with no Python in between.
 """

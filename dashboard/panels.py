@@ -14,68 +14,8 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from executions.selectors import WorkflowQueue, teams_queues
+from executions.sql import queries
 from teams.models import Team
-
-_REJECTIONS = """
-SELECT team_id, workflow_id, count(*) FROM executions_rejection
- WHERE team_id = ANY(%(team_ids)s) AND created_at > statement_timestamp() - %(window)s
- GROUP BY team_id, workflow_id
-"""
-
-# The deepest sampled queue of each workflow per minute, 0 = the current minute.
-_DEPTH = """
-SELECT s.workflow_id,
-       floor(extract(epoch FROM statement_timestamp() - s.taken_at) / 60)::int,
-       max(s.queued)
-  FROM executions_queuesample s
-  JOIN workflows_workflowdefinition w ON w.id = s.workflow_id
- WHERE w.team_id = ANY(%(team_ids)s) AND s.taken_at > statement_timestamp() - %(window)s
- GROUP BY 1, 2
-"""
-
-# The first `limit` queued executions of each team in FIFO order, with their 1-based position in
-# their workflow's queue (the order promotion takes them in).
-_QUEUED = """
-SELECT id, team_id, name, position, blocked_by, wait FROM (
-  SELECT e.id, e.team_id, w.name, e.created_at, e.blocked_by,
-         row_number() OVER (PARTITION BY e.workflow_id ORDER BY e.created_at, e.id) AS position,
-         row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank,
-         extract(epoch FROM statement_timestamp() - e.created_at) AS wait
-    FROM executions_execution e
-    JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
-   WHERE e.team_id = ANY(%(team_ids)s) AND e.status = 'queued'
-) q
- WHERE team_rank <= %(limit)s
- ORDER BY team_id, created_at, id
-"""
-
-# The slot holders of each team, oldest first, with their steps' progress: a fan-out step's
-# parent row (it holds the items) counts as one step per item, as its branches are created lazily.
-_RUNNING = """
-SELECT id, team_id, name, status, elapsed, done, total FROM (
-  SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total,
-         extract(epoch FROM statement_timestamp()
-                 - coalesce(e.started_at, e.promoted_at, e.created_at)) AS elapsed,
-         row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank
-    FROM executions_execution e
-    JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
-    JOIN workflows_workflowversion v ON v.id = e.version_id
-    CROSS JOIN LATERAL (
-      -- Every step of the version counts, created yet or not; an expanded fan-out step counts
-      -- as its items.
-      SELECT count(*) FILTER (WHERE s.items IS NULL
-               AND s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
-             jsonb_array_length(v.spec -> 'steps')
-               + coalesce(sum(jsonb_array_length(s.items) - 1)
-                          FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total
-        FROM executions_stepexecution s WHERE s.execution_id = e.id
-    ) st
-   WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN ('pending', 'running')
-) r
- WHERE team_rank <= %(limit)s
- ORDER BY team_id, created_at, id
-"""
-
 
 # The admin's permissions: viewing executions, and changing them (its cancel action).
 VIEW_EXECUTIONS = "executions.view_execution"
@@ -155,17 +95,17 @@ def dashboard_panels(
     queued: dict[int, list[QueuedExecution]] = defaultdict(list)
     running: dict[int, list[RunningExecution]] = defaultdict(list)
     with connection.cursor() as cursor:
-        cursor.execute(_REJECTIONS, params)
+        cursor.execute(queries["dashboard_rejections"], params)
         for team_id, workflow_id, count in cursor.fetchall():
             rejections[team_id, workflow_id] = count
-        cursor.execute(_DEPTH, params)
+        cursor.execute(queries["dashboard_depth"], params)
         for workflow_id, minutes_ago, value in cursor.fetchall():
             if 0 <= minutes_ago < CHART_MINUTES:
                 depth[workflow_id][CHART_MINUTES - 1 - minutes_ago] = value
-        cursor.execute(_QUEUED, params)
+        cursor.execute(queries["dashboard_queued"], params)
         for row in cursor.fetchall():
             queued[row[1]].append(QueuedExecution(*row))
-        cursor.execute(_RUNNING, params)
+        cursor.execute(queries["dashboard_running"], params)
         for row in cursor.fetchall():
             running[row[1]].append(RunningExecution(*row))
     panels = []

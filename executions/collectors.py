@@ -13,19 +13,9 @@ from django.db import DatabaseError, connection
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-logger = logging.getLogger(__name__)
+from executions.sql import queries
 
-_LIVE_COUNTS = """
-SELECT t.slug, w.name,
-       count(e.id) FILTER (WHERE e.status = 'queued'),
-       count(e.id) FILTER (WHERE e.status IN ('pending', 'running'))
-  FROM workflows_workflowdefinition w
-  JOIN teams_team t ON t.id = w.team_id
-  LEFT JOIN executions_execution e
-    ON e.workflow_id = w.id AND e.status IN ('queued', 'pending', 'running')
- WHERE w.current_version_id IS NOT NULL
- GROUP BY t.slug, w.name
-"""
+logger = logging.getLogger(__name__)
 
 
 def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
@@ -50,7 +40,7 @@ class LiveExecutionsCollector(Collector):
         queued, running = _families()
         try:
             with connection.cursor() as cursor:
-                cursor.execute(_LIVE_COUNTS)
+                cursor.execute(queries["live_counts"])
                 rows = cursor.fetchall()
         except DatabaseError as exc:
             # The counters are still worth a scrape; absent gauges say "unknown", not 0.

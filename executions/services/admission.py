@@ -1,8 +1,8 @@
 """Admission: the one place that decides pending, queued or rejected (CONTRACT §4).
 
 A request, a CLI call, a cron tick and a webhook all come here. The decision is the PL/pgSQL
-function `mantle_admit` (executions/sql.py), one statement: lock the team, then the workflow;
-count the slot holders; insert `pending` (with its task for the worker cluster), insert
+function `mantle_admit` (executions/sql/mantle_admit.sql), one statement: lock the team, then the
+workflow; count the slot holders; insert `pending` (with its task for the worker cluster), insert
 `queued`, or reject without writing anything. Called outside a transaction, that statement is
 the transaction: the locks are held for the function and its commit, and no Python runs under
 them. Inside a caller's transaction, the locks are held until that transaction ends.
@@ -19,9 +19,10 @@ from typing import Any
 from django.db import connection, transaction
 
 from core import locks
-from executions import metrics, sql
+from executions import metrics
 from executions.models import Execution, Rejection, Status
 from executions.services import dispatch
+from executions.sql import REJECTED, queries
 from teams.models import Team, effective_team_limit
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
@@ -38,8 +39,20 @@ class ConcurrencyLimitExceeded(Exception):
 
 @dataclass(frozen=True)
 class Admission:
+    """What an admission decided: the execution, and its place in its workflow's queue when it
+    was queued. `replayed`: a retry under an Idempotency-Key, answered with the original."""
+
     execution: Execution
     queue_position: int | None
+    replayed: bool = False
+
+    @property
+    def status(self) -> str:
+        return self.execution.status
+
+    @property
+    def blocked_by(self) -> str | None:
+        return self.execution.blocked_by
 
 
 _SPECS: dict[tuple[int, str], WorkflowSpec] = {}
@@ -113,7 +126,7 @@ def _admit_locked(
     savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
     with savepoint, connection.cursor() as cursor:
         cursor.execute(
-            sql.ADMIT,
+            queries["admit"],
             {
                 **fields,
                 "id": execution_id,
@@ -131,7 +144,7 @@ def _admit_locked(
             },
         )
         outcome, scope, limit, created_at, position = cursor.fetchone()
-    if outcome == sql.REJECTED:
+    if outcome == REJECTED:
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
         raise ConcurrencyLimitExceeded(scope=scope, limit=limit)
     row = {
@@ -158,17 +171,3 @@ def _admit_locked(
     if task is None:
         transaction.on_commit(lambda: dispatch.execution_dispatch([execution_id]))
     return Admission(execution=execution, queue_position=None)
-
-
-def queue_position(execution: Execution) -> int:
-    """1-based place of a queued execution in its workflow's FIFO queue."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql.QUEUE_POSITION,
-            {
-                "workflow_id": execution.workflow_id,
-                "created_at": execution.created_at,
-                "id": execution.id,
-            },
-        )
-        return int(cursor.fetchone()[0])

@@ -14,9 +14,8 @@ from typing import Any
 
 from django.db import IntegrityError
 
-from executions.models import Execution
-from executions.selectors import execution_by_idempotency_key
-from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions.selectors import execution_by_idempotency_key, execution_queue_positions
+from executions.services.admission import Admission, ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 
@@ -36,17 +35,16 @@ def execution_admit_once(
     inputs: dict[str, Any] | None,
     trigger: dict[str, Any],
     idempotency_key: str | None,
-) -> tuple[Execution, bool]:
-    """(execution, replayed): the new execution, or the one already admitted under the key.
+) -> Admission:
+    """The new admission, or the original one (`replayed`) admitted under the key.
 
     Raises what `execution_admit` raises, and IdempotencyKeyReused when the key ran another
     workflow.
-    The execution carries `queue_position`.
     """
     if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
-        return original, True
+        return original
     try:
-        admission = execution_admit(
+        return execution_admit(
             team=team,
             workflow=workflow,
             inputs=inputs,
@@ -58,22 +56,22 @@ def execution_admit_once(
             raise
         original = _original(team, workflow, idempotency_key)
         assert original is not None, "the index said the key exists"
-        return original, True
+        return original
     except ConcurrencyLimitExceeded:
         # The racing request that holds the key may have taken the last slot: it is the original.
         if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
-            return original, True
+            return original
         raise
-    execution = admission.execution
-    execution.queue_position = admission.queue_position  # type: ignore[attr-defined]
-    return execution, False
 
 
-def _original(team: Team, workflow: WorkflowDefinition, key: str) -> Execution | None:
+def _original(team: Team, workflow: WorkflowDefinition, key: str) -> Admission | None:
     original = execution_by_idempotency_key(team=team, key=key)
-    if original is not None and original.workflow_id != workflow.id:
+    if original is None:
+        return None
+    if original.workflow_id != workflow.id:
         raise IdempotencyKeyReused(key, original.workflow.name)
-    return original
+    position = execution_queue_positions(executions=[original]).get(original.id)
+    return Admission(execution=original, queue_position=position, replayed=True)
 
 
 def _constraint(exc: IntegrityError) -> str | None:

@@ -17,9 +17,10 @@ from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from core import locks
-from executions import metrics, sql
+from executions import metrics
 from executions.models import BlockedBy
 from executions.services import dispatch
+from executions.sql import queries
 from teams.models import effective_team_limit
 
 logger = logging.getLogger(__name__)
@@ -37,12 +38,12 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
     with transaction.atomic():
         locks.lock_team(team_id)
         with connection.cursor() as cursor:
-            cursor.execute(sql.QUEUED_WORKFLOWS, {"team_id": team_id})
+            cursor.execute(queries["queued_workflows"], {"team_id": team_id})
             workflow_ids = [row[0] for row in cursor.fetchall()]
             if not workflow_ids:
                 return []
             locks.lock_workflows(workflow_ids)
-            cursor.execute(sql.PROMOTION_STATE, {"workflow_ids": workflow_ids})
+            cursor.execute(queries["promotion_state"], {"workflow_ids": workflow_ids})
             rows = cursor.fetchall()
             team_slug, team_override, team_holders = rows[0][4:7]
             team_free = _free(team_holders, effective_team_limit(team_override))
@@ -52,11 +53,11 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             chosen = _oldest_first(cursor, workflows, team_free)
             promoted = []
             if chosen:
-                cursor.execute(sql.PROMOTE, {"ids": chosen})
+                cursor.execute(queries["promote"], {"ids": chosen})
                 promoted = cursor.fetchall()
             team_full = team_free - len(promoted) <= 0
             cursor.execute(
-                sql.RELABEL_QUEUE,
+                queries["relabel_queue"],
                 {
                     "team_id": team_id,
                     "blocked_by": BlockedBy.TEAM if team_full else BlockedBy.WORKFLOW,
@@ -80,7 +81,7 @@ def queue_promote_all(*, trigger: str) -> int | None:
         if not locks.try_lock(locks.Namespace.POLLER):
             return None
         with connection.cursor() as cursor:
-            cursor.execute(sql.TEAMS_WITH_QUEUE)
+            cursor.execute(queries["teams_with_queue"])
             team_ids = sorted(row[0] for row in cursor.fetchall())
         promoted = 0
         for team_id in team_ids:
@@ -109,7 +110,7 @@ def _oldest_first(
         if take <= 0:
             continue
         cursor.execute(
-            sql.OLDEST_QUEUED,
+            queries["oldest_queued"],
             {"workflow_id": workflow.id, "limit": None if math.isinf(take) else int(take)},
         )
         candidates.append([(created_at, execution_id) for execution_id, created_at in cursor])

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import pytest
 from django.db import connections
 
-from executions import sql
 from executions.models import SLOT_HOLDING, Execution, Status
 from executions.services import promotion
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_cancel, execution_finish, execution_start
+from executions.sql import queries
 from teams.models import Team
 from tests.concurrency.harness import Sampler
 from workflows.models import WorkflowDefinition
@@ -149,7 +149,8 @@ def test_without_the_conditional_promotion_the_race_promotes_cancelled_execution
 ) -> None:
     """Proof that the race catches the bug: promotion that updates the rows it chose without
     re-checking `status = 'queued'` promotes executions cancelled after it read the queue."""
-    monkeypatch.setattr(sql, "PROMOTE", sql.PROMOTE.replace("AND status = 'queued'", ""))
+    promote = queries["promote"].replace("AND status = 'queued'", "")
+    monkeypatch.setitem(queries, "promote", promote)
     oldest_first = promotion._oldest_first
 
     def slow_oldest_first(*args: object) -> list:  # widens the window between read and update

@@ -25,7 +25,7 @@ def test_the_migrations_install_the_admission_function_the_code_builds():
         if "FUNCTION mantle_admit(" in getattr(module, "ADMIT_FUNCTION", ""):
             latest = module
     assert latest is not None, "no migration installs mantle_admit"
-    assert latest.ADMIT_FUNCTION == sql.ADMIT_FUNCTION, (
-        "executions/sql.py builds a different mantle_admit than the migrations install: add a "
+    assert latest.ADMIT_FUNCTION.strip() == sql.ADMIT_FUNCTION.strip(), (
+        "executions/sql/ builds a different mantle_admit than the migrations install: add a "
         "migration that runs the new sql.ADMIT_FUNCTION (frozen as a literal), like 0004"
     )

@@ -58,14 +58,13 @@ class Command(BaseCommand):
                 f"rejected: the {exc.scope} concurrency limit of {exc.limit} is reached",
                 returncode=EXIT_REJECTED,
             ) from exc
-        execution = admission.execution
-        self.stdout.write(f"{execution.id} {execution.status}")
-        if execution.status == Status.QUEUED:
+        self.stdout.write(f"{admission.execution.id} {admission.status}")
+        if admission.status == Status.QUEUED:
             self.stdout.write(
-                f"queue position {admission.queue_position}, blocked by {execution.blocked_by}"
+                f"queue position {admission.queue_position}, blocked by {admission.blocked_by}"
             )
         if options["wait"]:
-            self.wait(execution)
+            self.wait(admission.execution)
 
     def find_workflow(self, name: str, team_slug: str) -> WorkflowDefinition:
         try:

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from executions.models import Execution, Status
-from executions.services.admission import queue_position
+from executions.selectors import execution_queue_positions
 
 
 class Command(BaseCommand):
@@ -24,9 +24,8 @@ class Command(BaseCommand):
             raise CommandError(f"no execution {execution_id}", returncode=2) from exc
         self.stdout.write(execution.status)
         if execution.status == Status.QUEUED:
-            self.stdout.write(
-                f"queue position {queue_position(execution)}, blocked by {execution.blocked_by}"
-            )
+            position = execution_queue_positions(executions=[execution]).get(execution.id)
+            self.stdout.write(f"queue position {position}, blocked by {execution.blocked_by}")
         if execution.error:
             self.stdout.write(f"error: {execution.error}")
         for step in execution.steps.order_by("created_at", "name", "fanout_index"):

@@ -1,0 +1,56 @@
+-- The dashboard's panels (dashboard/panels.py), each for a list of teams.
+
+-- name: dashboard_rejections
+SELECT team_id, workflow_id, count(*) FROM executions_rejection
+ WHERE team_id = ANY(%(team_ids)s) AND created_at > statement_timestamp() - %(window)s
+ GROUP BY team_id, workflow_id
+
+-- name: dashboard_depth
+-- The deepest sampled queue of each workflow per minute, 0 = the current minute.
+SELECT s.workflow_id,
+       floor(extract(epoch FROM statement_timestamp() - s.taken_at) / 60)::int,
+       max(s.queued)
+  FROM executions_queuesample s
+  JOIN workflows_workflowdefinition w ON w.id = s.workflow_id
+ WHERE w.team_id = ANY(%(team_ids)s) AND s.taken_at > statement_timestamp() - %(window)s
+ GROUP BY 1, 2
+
+-- name: dashboard_queued
+-- The first `limit` queued executions of each team in FIFO order (the order promotion takes
+-- them in), with their place in their workflow's queue.
+SELECT q.id, q.team_id, w.name, ({queue_position:q}), q.blocked_by,
+       extract(epoch FROM statement_timestamp() - q.created_at)
+  FROM (SELECT e.*, row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id)
+                    AS team_rank
+          FROM executions_execution e
+         WHERE e.team_id = ANY(%(team_ids)s) AND e.status = 'queued') q
+  JOIN workflows_workflowdefinition w ON w.id = q.workflow_id
+ WHERE q.team_rank <= %(limit)s
+ ORDER BY q.team_id, q.created_at, q.id
+
+-- name: dashboard_running
+-- The slot holders of each team, oldest first, with their steps' progress: a fan-out step's
+-- parent row (it holds the items) counts as one step per item, as its branches are created
+-- lazily.
+SELECT id, team_id, name, status, elapsed, done, total FROM (
+  SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total,
+         extract(epoch FROM statement_timestamp()
+                 - coalesce(e.started_at, e.promoted_at, e.created_at)) AS elapsed,
+         row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank
+    FROM executions_execution e
+    JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
+    JOIN workflows_workflowversion v ON v.id = e.version_id
+    CROSS JOIN LATERAL (
+      -- Every step of the version counts, created yet or not; an expanded fan-out step counts
+      -- as its items.
+      SELECT count(*) FILTER (WHERE s.items IS NULL
+               AND s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
+             jsonb_array_length(v.spec -> 'steps')
+               + coalesce(sum(jsonb_array_length(s.items) - 1)
+                          FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total
+        FROM executions_stepexecution s WHERE s.execution_id = e.id
+    ) st
+   WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {slot_holding}
+) r
+ WHERE team_rank <= %(limit)s
+ ORDER BY team_id, created_at, id

@@ -1,0 +1,56 @@
+-- Reads of the queues (selectors.py, collectors.py) and the dashboard's depth samples
+-- (services/queue_samples.py).
+
+-- name: queue_position
+-- 1-based place of a queued execution in its workflow's FIFO queue. Also read for many rows at
+-- once as {queue_position:q} (each %(name)s taken from the row q), and inside mantle_admit.
+SELECT count(*) FROM executions_execution e
+ WHERE e.workflow_id = %(workflow_id)s AND e.status = 'queued'
+   AND (e.created_at, e.id) <= (%(created_at)s, %(id)s)
+
+-- name: queue_positions
+-- The places of those of %(ids)s that are queued.
+SELECT q.id, ({queue_position:q}) FROM executions_execution q
+ WHERE q.id = ANY(%(ids)s) AND q.status = 'queued'
+
+-- name: workflow_queues
+-- One row per workflow of the teams: its current limits and its live counts. Slot holders
+-- (pending + running) are what the limits count, so they are reported as `running`.
+SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
+       count(e.id) FILTER (WHERE e.status IN {slot_holding}),
+       count(e.id) FILTER (WHERE e.status = 'queued'),
+       min(e.created_at) FILTER (WHERE e.status = 'queued')
+  FROM workflows_workflowdefinition w
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+  LEFT JOIN executions_execution e
+    ON e.workflow_id = w.id AND e.status IN {live}
+ WHERE w.team_id = ANY(%(team_ids)s)
+ GROUP BY w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit
+ ORDER BY w.name
+
+-- name: live_counts
+-- The gauges of a scrape from one snapshot: queue depth and slot holders of every workflow
+-- with a current version, 0 included.
+SELECT t.slug, w.name,
+       count(e.id) FILTER (WHERE e.status = 'queued'),
+       count(e.id) FILTER (WHERE e.status IN {slot_holding})
+  FROM workflows_workflowdefinition w
+  JOIN teams_team t ON t.id = w.team_id
+  LEFT JOIN executions_execution e
+    ON e.workflow_id = w.id AND e.status IN {live}
+ WHERE w.current_version_id IS NOT NULL
+ GROUP BY t.slug, w.name
+
+-- name: queue_sample_record
+-- Only workflows with live executions get a row: a minute without one charts as an empty queue.
+INSERT INTO executions_queuesample (workflow_id, queued, running, taken_at)
+SELECT workflow_id,
+       count(*) FILTER (WHERE status = 'queued'),
+       count(*) FILTER (WHERE status IN {slot_holding}),
+       statement_timestamp()
+  FROM executions_execution
+ WHERE status IN {live}
+ GROUP BY workflow_id
+
+-- name: queue_sample_prune
+DELETE FROM executions_queuesample WHERE taken_at < statement_timestamp() - interval '2 hours'
