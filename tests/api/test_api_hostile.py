@@ -90,3 +90,16 @@ def test_the_expression_that_crashes_the_cel_library_is_400(api) -> None:
     assert (response.status_code, response.json()["error"]) == (400, "invalid_workflow")
     [error] = response.json()["errors"]
     assert "limits.expression_length" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    ["{x: " + "[" * 2000 + "]" * 2000 + "}", '{x: "\\ud800"}', "{x: !custom [1]}"],
+    ids=["deep", "surrogate", "tag"],
+)
+def test_a_hostile_yaml_document_is_400(api, params) -> None:
+    """A RecursionError in PyYAML, then jsonb refusing the text: each was a 500."""
+    body = f"name: w\nsteps:\n  - name: a\n    action: test/echo\n    params: {params}\n"
+    response = api.put("/api/v1/workflows/w", body, content_type="application/yaml")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_workflow")
+    assert response.json()["errors"][0]["line"] == 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from croniter import croniter
+from django.conf import settings
 
 from core.durations import parse_duration
 from workflows.actions import action_names
@@ -200,6 +201,10 @@ class _Validator:
         if not isinstance(steps, list) or not steps:
             self.doc.error("steps", "must be a non-empty list of steps")
             return ()
+        limit = settings.MANTLE.limits.workflow_steps
+        if len(steps) > limit:
+            self.doc.error("steps", f"{len(steps)} steps, over limits.workflow_steps ({limit})")
+            return ()
         first_seen: dict[str, int] = {}
         for i, step in enumerate(steps):
             name = step.get("name") if isinstance(step, dict) else None
@@ -214,8 +219,9 @@ class _Validator:
             else:
                 first_seen[name] = i
         specs = []
+        step_names = set(first_seen)
         for i, step in enumerate(steps):
-            spec = self._step(step, index("steps", i), set(first_seen))
+            spec = self._step(step, index("steps", i), step_names)
             if spec is not None:
                 specs.append(spec)
         self._check_cycles(specs, first_seen)
