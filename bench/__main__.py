@@ -1,5 +1,6 @@
-"""`python -m bench` (`make bench`): the four figures of issue 5, printed and written to
-bench/RESULTS.md. `--quick` runs in under two minutes; the default in under ten."""
+"""`python -m bench` (`make bench`): figures 1-4 (admission, HTTP, latency, growth; issue 5) and 5-6
+(engine capacity and throughput beside DBOS; issue 10), printed and written to bench/RESULTS.md.
+A figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--samples", type=int, help="latency samples of figure 3 (default 200)")
     parser.add_argument("--http-workers", type=int, default=4, help="gunicorn workers")
     parser.add_argument(
-        "--only", default="1,2,3,4", help="figures to run, e.g. --only 1,4 (2 needs 1)"
+        "--only",
+        default="1,2,3,4,5,6",
+        help="figures to run, e.g. --only 1,4 (2 needs 1; 5 and 6 run together)",
     )
     parser.add_argument(
         "--embedded", action="store_true", help="use the embedded PostgreSQL under .mantle/"
@@ -56,7 +59,7 @@ def main(argv: list[str]) -> None:
     url, label = database.prepare(embedded=options.embedded)
     print(f"database: {label}, {url}", flush=True)
 
-    from bench import admission, fixtures, growth, http, machine, promotion, report
+    from bench import admission, engine, fixtures, growth, http, machine, promotion, report
 
     results = report.Report()
     # The 100 teams first: every team, workflow and version id of the hot team is then far from
@@ -105,13 +108,18 @@ def main(argv: list[str]) -> None:
             rounds=rounds,
         )
 
-    figures = {1: figure_1, 2: figure_2, 3: figure_3, 4: figure_4}
+    def figures_5_and_6() -> None:
+        sizes = engine.Sizes(noops=300, burst=100) if quick else engine.Sizes()
+        engine.run(results, sizes=sizes)
+
+    figures = {1: figure_1, 2: figure_2, 3: figure_3, 4: figure_4, 5: figures_5_and_6}
+    only |= {5} if 6 in only else set()
     for number, figure in figures.items():
         if number in only:
             try:
                 figure()
             except Exception as error:
-                results.fail(str(number), error)
+                results.fail("5 and 6" if number == 5 else str(number), error)
                 database.truncate_executions()
     settings = (
         f"{seconds} s rounds, {rounds} rounds, clients {clients}, {finished:,} finished rows, "

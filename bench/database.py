@@ -67,5 +67,5 @@ def truncate_executions() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE executions_stepexecution, executions_execution, executions_rejection,"
-            " django_q_ormq, django_q_task"
+            " django_q_ormq, django_q_task CASCADE"
         )

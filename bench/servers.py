@@ -33,18 +33,27 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
+            # Its own session (start_new_session): the whole group, children included.
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
 
 @contextmanager
 def web(*, workers: int) -> Iterator[str]:
     """Base URL of `mantle serve --web-only` once /healthz answers."""
+    with serve("--web-only", environment={"MANTLE_SERVER_WORKERS": str(workers)}) as base:
+        yield base
+
+
+@contextmanager
+def serve(*options: str, environment: dict[str, str] | None = None) -> Iterator[str]:
+    """Base URL of `mantle serve` (by default web and workers, as a user runs it) once /healthz
+    answers."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "mantle_serve", "--web-only", "--bind", f"127.0.0.1:{port}"],
+        [sys.executable, "manage.py", "mantle_serve", *options, "--bind", f"127.0.0.1:{port}"],
         cwd=ROOT,
-        env=_environment({"MANTLE_SERVER_WORKERS": str(workers)}),
+        env=_environment(environment or {}),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -70,9 +79,9 @@ def web(*, workers: int) -> Iterator[str]:
 
 @contextmanager
 def cluster(*, workers: int) -> Iterator[None]:
-    """The django-q2 worker cluster (`python -m django qcluster`)."""
+    """The worker cluster: `mantle serve --workers-only` with `workers` worker processes."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "django", "qcluster"],
+        [sys.executable, "manage.py", "mantle_serve", "--workers-only"],
         cwd=ROOT,
         env=_environment({"MANTLE_ENGINE_WORKERS": str(workers)}),
         stdout=subprocess.DEVNULL,

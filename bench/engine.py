@@ -1,0 +1,304 @@
+"""Figures 5 and 6: what the engine does with what admission lets in, side by side with DBOS
+Transact (bench.peer) on the same PostgreSQL in the same run.
+
+Figure 5, capacity: 1,000 `http/request` steps to a local server that holds each request 5 s.
+Figure 6, throughput: one-step no-op executions over HTTP and through the service; one
+execution fanning out 1,000 branches of a 1 s sleep at `max_parallel: 100`; a burst under a
+limit of 5 (0.2 s of work each), where promotion on completion meets DBOS's queue polling, and
+the promotion → running latency of that burst. Each Mantle scenario runs on a fresh
+`mantle serve` with its defaults (web and workers), after one warm-up execution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from bench import capacity, database, holding, servers
+from bench.measure import Measure
+from bench.report import Report, Row
+from executions.models import TERMINAL, Execution
+from executions.services.admission import admit
+
+PEER_DATABASE = "mantle_bench_dbos"
+CAPACITY_GOAL_S = 10.0
+HTTP_GOAL = 200.0
+SERVICE_GOAL = 350.0
+FANOUT_GOAL_S = 12.0
+LIMITED_GOAL = 4.0  # times DBOS's completions per second
+PROMOTION_GOAL_MS = 50.0
+DBOS_POLLING_MS = 1000.0  # a DBOS queue's default polling_interval_sec
+
+
+@dataclass(frozen=True)
+class Sizes:
+    steps: int = 1_000  # figure 5
+    noops: int = 1_000
+    branches: int = 1_000
+    max_parallel: int = 100
+    branch_seconds: float = 1.0
+    burst: int = 500
+    limit: int = 5
+    work_seconds: float = 0.2
+
+
+def _warm_up() -> None:
+    """One execution through the cluster: its workers are up before anything is timed."""
+    definition = capacity.workflow("warm-up", capacity.NOOP)
+    execution = admit(team=definition.team, workflow=definition).execution
+    deadline = time.monotonic() + 60
+    while not Execution.objects.filter(id=execution.id, status__in=TERMINAL).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("mantle serve did not run a warm-up execution within 60 s")
+        time.sleep(0.1)
+
+
+def _progress(name: str, measure: Measure) -> None:
+    print(
+        f"  {name}: {measure.done:,} of {measure.count:,} in {measure.seconds:.1f} s,"
+        f" {measure.max_running:,} at once, {measure.failed} failed",
+        flush=True,
+    )
+
+
+def _on_mantle(name: str, scenario: Callable[[str], Measure]) -> Measure:
+    database.truncate_executions()
+    try:
+        with servers.serve() as base:
+            _warm_up()
+            measure = scenario(base)
+    finally:
+        database.truncate_executions()
+    _progress(f"Mantle {name}", measure)
+    return measure
+
+
+def _mantle(sizes: Sizes, url: str) -> dict[str, Measure]:
+    calls = capacity.workflow("capacity", capacity.capacity_yaml(url))
+    noop = capacity.workflow("noop", capacity.NOOP)
+    fanout = capacity.workflow(
+        "fanout", capacity.fanout_yaml(sizes.branches, sizes.max_parallel, sizes.branch_seconds)
+    )
+    limited = capacity.workflow("limited", capacity.limited_yaml(sizes.limit, sizes.work_seconds))
+    key = capacity.api_key()
+    measures = {
+        "capacity": _on_mantle(
+            "capacity", lambda base: capacity.through_service(calls, sizes.steps)
+        ),
+        "http": _on_mantle(
+            "http", lambda base: capacity.over_http(noop, sizes.noops, base=base, key=key)
+        ),
+        "service": _on_mantle("service", lambda base: capacity.through_service(noop, sizes.noops)),
+        "fanout": _on_mantle("fanout", lambda base: capacity.through_service(fanout, 1)),
+        "limited": _on_mantle("limited", lambda base: capacity.limited(limited, sizes.burst)),
+    }
+    # The fan-out is one execution: its units are its branches.
+    fanned = measures["fanout"]
+    measures["fanout"] = Measure(
+        count=sizes.branches,
+        seconds=fanned.seconds,
+        done=sizes.branches if fanned.finished else 0,
+        failed=fanned.failed,
+        max_running=fanned.max_running,
+    )
+    return measures
+
+
+def _sqlalchemy_url(url: str) -> str:
+    """The peer's system database as a URL SQLAlchemy reads (a socket directory as `host=`)."""
+    params = conninfo_to_dict(url)
+    host = str(params.get("host", ""))
+    if host.startswith("/"):
+        return f"postgresql://{params.get('user', 'postgres')}@/{PEER_DATABASE}?host={host}"
+    return database.with_database(url, PEER_DATABASE)
+
+
+def _peer(sizes: Sizes, url: str) -> dict[str, Measure]:
+    mantle_database = os.environ["DATABASE_URL"]  # set by bench.database.prepare
+    with psycopg.connect(
+        database.with_database(mantle_database, "postgres"), autocommit=True
+    ) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{PEER_DATABASE}" WITH (FORCE)')
+    scenarios = [
+        ["capacity", {"count": sizes.steps, "url": url}],
+        ["noops", {"count": sizes.noops}],
+        [
+            "fanout",
+            {
+                "branches": sizes.branches,
+                "limit": sizes.max_parallel,
+                "seconds": sizes.branch_seconds,
+            },
+        ],
+        ["limited", {"count": sizes.burst, "limit": sizes.limit, "seconds": sizes.work_seconds}],
+    ]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.peer",
+            _sqlalchemy_url(mantle_database),
+            json.dumps(scenarios),
+        ],
+        cwd=servers.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    measures = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("RESULT "):
+            found = json.loads(line.removeprefix("RESULT "))
+            name = found.pop("scenario")
+            measures[name] = Measure(**found)
+            _progress(f"DBOS {name}", measures[name])
+    if result.returncode != 0 or len(measures) != len(scenarios):
+        raise RuntimeError(f"the DBOS peer failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    return measures
+
+
+def _seconds(measure: Measure) -> str:
+    if measure.finished:
+        return f"{measure.seconds:.1f} s"
+    return f"> {measure.seconds:.0f} s ({measure.done:,} of {measure.count:,} done)"
+
+
+def _speed(ours: Measure, theirs: Measure) -> str:
+    """Mantle's speed over DBOS's (its time over ours): above 1, Mantle is ahead."""
+    ratio = theirs.seconds / ours.seconds
+    return f"{ratio:.2f}" if ours.finished else f"< {ratio:.2f}"
+
+
+def _timed_row(
+    figure: str, scenario: str, ours: Measure, theirs: Measure, goal_s: float, at_once: int
+) -> Row:
+    met = ours.finished and ours.seconds < goal_s and ours.max_running >= at_once
+    return Row(
+        figure,
+        scenario,
+        f"{_seconds(ours)}, {ours.max_running:,} at once",
+        f"{_seconds(theirs)}, {theirs.max_running:,} at once",
+        _speed(ours, theirs),
+        f"< {goal_s:.0f} s, {at_once:,} at once",
+        "yes" if met else "NO",
+    )
+
+
+def _rate(measure: Measure) -> str:
+    rate = f"{measure.rate:,.1f} /s"
+    return rate if measure.finished else f"{rate} ({measure.done:,} of {measure.count:,} done)"
+
+
+def _rate_row(
+    figure: str, scenario: str, ours: Measure, theirs: Measure, goal: str, met: bool
+) -> Row:
+    return Row(
+        figure,
+        scenario,
+        _rate(ours),
+        _rate(theirs),
+        f"{ours.rate / theirs.rate:.2f}",
+        goal,
+        "yes" if met and ours.finished else "NO",
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def run(report: Report, *, sizes: Sizes) -> None:
+    with holding.server() as url:
+        ours = _mantle(sizes, url)
+        theirs = _peer(sizes, url)
+    s = sizes
+    report.add(
+        _timed_row(
+            "5 capacity",
+            f"{s.steps:,} http/request steps, each held {holding.HOLD:.0f} s by a local server",
+            ours["capacity"],
+            theirs["capacity"],
+            CAPACITY_GOAL_S,
+            s.steps,
+        )
+    )
+    http, service = ours["http"], ours["service"]
+    report.add(
+        _rate_row(
+            "6 throughput",
+            f"{s.noops:,} one-step no-op executions over HTTP, {capacity.CLIENTS} clients",
+            http,
+            theirs["noops"],
+            f"≥ {HTTP_GOAL:.0f} /s",
+            http.rate >= HTTP_GOAL,
+        )
+    )
+    report.add(
+        _rate_row(
+            "6 throughput",
+            f"{s.noops:,} one-step no-op executions through the service, "
+            f"{capacity.CLIENTS} threads",
+            service,
+            theirs["noops"],
+            f"≥ {SERVICE_GOAL:.0f} /s",
+            service.rate >= SERVICE_GOAL,
+        )
+    )
+    report.add(
+        _timed_row(
+            "6 throughput",
+            f"one execution fanning out {s.branches:,} branches of a {s.branch_seconds:g} s "
+            f"sleep, max_parallel {s.max_parallel}",
+            ours["fanout"],
+            theirs["fanout"],
+            FANOUT_GOAL_S,
+            s.max_parallel,
+        )
+    )
+    limited = ours["limited"]
+    ratio = limited.rate / theirs["limited"].rate
+    report.add(
+        _rate_row(
+            "6 throughput",
+            f"burst of {s.burst} under a limit of {s.limit}, {s.work_seconds:g} s of work each:"
+            " completions",
+            limited,
+            theirs["limited"],
+            f"≥ {LIMITED_GOAL:.2f}",
+            ratio >= LIMITED_GOAL,
+        )
+    )
+    latencies = limited.latencies_ms
+    p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
+    report.add(
+        Row(
+            "6 throughput",
+            f"promotion → running in that burst ({len(latencies)} samples)",
+            f"p50 {p50:.1f} ms, p99 {p99:.1f} ms",
+            f"{DBOS_POLLING_MS / 1000:.0f} s (DBOS queue polling)",
+            f"{p99 / DBOS_POLLING_MS:.3f}",
+            f"p99 < {PROMOTION_GOAL_MS:.0f} ms",
+            "yes" if p99 < PROMOTION_GOAL_MS else "NO",
+        )
+    )
+    failed = {name: m.failed for name, m in ours.items() if m.failed}
+    failed |= {f"DBOS {name}": m.failed for name, m in theirs.items() if m.failed}
+    if failed:
+        report.notes.append(f"figures 5 and 6: failed executions or workflows: {failed}")
+    report.notes.append(
+        "figures 5 and 6: the reference is DBOS Transact (bench/peer.py: one process, its"
+        " defaults, its own system database on the same PostgreSQL), run after Mantle in the same"
+        " run; workflows without a limit start with DBOS.start_workflow from 16 threads, limits"
+        " are DBOS queues (register_queue, global_concurrency); the ratio is Mantle's speed over"
+        " DBOS's (its time over ours, our rate over its rate), above 1 Mantle is ahead; each"
+        f" Mantle scenario is cut after {capacity.DEADLINE:.0f} s"
+    )
