@@ -16,7 +16,7 @@ from django.db.models import Max
 
 from bench.measure import Measure, max_overlap
 from executions.models import TERMINAL, Execution, Status, StepExecution
-from executions.services.admission import admit
+from executions.services.admission import execution_admit
 from teams.models import Team
 from teams.services import api_key_create, team_create
 from workflows.models import WorkflowDefinition
@@ -119,7 +119,7 @@ def _settle(definition: WorkflowDefinition, count: int, began: float) -> Measure
 
 
 def through_service(definition: WorkflowDefinition, count: int) -> Measure:
-    began = _in_threads(count, lambda: admit(team=definition.team, workflow=definition))
+    began = _in_threads(count, lambda: execution_admit(team=definition.team, workflow=definition))
     return _settle(definition, count, began)
 
 
