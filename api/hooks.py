@@ -24,7 +24,7 @@ from api.base import ADMISSION_RESPONSES, IDEMPOTENCY_HEADER, admission_response
 from api.base import idempotency_key as idempotency_key_of
 from api.errors import ApiError
 from executions.services.idempotency import execution_admit_once
-from workflows.selectors import workflow_by_webhook_path
+from workflows.selectors import webhook_by_path
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 
@@ -44,11 +44,11 @@ class WebhookApi(APIView):
     )
     def post(self, request: Request, hook: str) -> Response:
         path = f"/hooks/{hook}"
-        workflow = workflow_by_webhook_path(path=path)
-        if workflow is None:
+        hook_row = webhook_by_path(path=path)
+        if hook_row is None:
             raise ApiError(404, "hook_not_found", f"no webhook at {path}")
+        workflow, secret = hook_row.workflow, hook_row.secret
         body = request.body
-        secret = _secret(workflow.current_version.spec, path)
         if secret is not None and not _signed(body, secret, request.headers.get(SIGNATURE_HEADER)):
             raise ApiError(403, "bad_signature", f"{SIGNATURE_HEADER} does not match the body")
         admission = execution_admit_once(
@@ -83,12 +83,6 @@ def _scoped(path: str, key: str | None) -> str | None:
     if key is None:
         return None
     return "webhook:" + hashlib.sha256(f"{path} {key}".encode()).hexdigest()
-
-
-def _secret(spec: dict[str, Any], path: str) -> str | None:
-    return next(
-        t["secret"] for t in spec["triggers"] if t["type"] == "webhook" and t["path"] == path
-    )
 
 
 def _signed(body: bytes, secret: str, header: str | None) -> bool:

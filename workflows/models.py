@@ -52,3 +52,21 @@ class WorkflowVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow} v{self.number}"
+
+
+class WebhookPath(models.Model):
+    """A webhook trigger of a current version: `POST /hooks/<path>` carries no team, so the
+    path alone finds its workflow, by this table's unique index (one path, one workflow, across
+    all teams). Rewritten with the workflow's current version (workflows.services)."""
+
+    path = models.TextField()
+    workflow = models.ForeignKey(
+        WorkflowDefinition, on_delete=models.CASCADE, related_name="webhook_paths"
+    )
+    secret = models.TextField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["path"], name="webhook_unique_path")]
+
+    def __str__(self) -> str:
+        return self.path

@@ -5,25 +5,26 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from teams.models import Team
-from workflows.models import WorkflowDefinition
+from workflows.models import WebhookPath, WorkflowDefinition
+
+# Admission reads a version's id, limits and content hash; its content and spec only when the
+# process has not parsed that version yet (executions.services.admission keeps it parsed).
+_VERSION_BODY = ("current_version__content", "current_version__spec")
 
 
-def _with_webhook(path: str) -> QuerySet[WorkflowDefinition]:
-    # jsonb containment on the current version's triggers: one scan of the current versions,
-    # cheap at the scale of a few thousand workflows (a GIN index on spec->'triggers' is the
-    # next step beyond that). Paths are unique across all teams (workflows.services).
-    return WorkflowDefinition.objects.filter(
-        current_version__spec__triggers__contains=[{"type": "webhook", "path": path}]
+def webhook_by_path(*, path: str) -> WebhookPath | None:
+    """The webhook trigger on `path` (`/hooks/…`), with its workflow, team and current version:
+    one indexed lookup."""
+    return (
+        WebhookPath.objects.select_related("workflow__team", "workflow__current_version")
+        .defer(*(f"workflow__{field}" for field in _VERSION_BODY))
+        .filter(path=path)
+        .first()
     )
 
 
-def workflow_by_webhook_path(*, path: str) -> WorkflowDefinition | None:
-    """The workflow whose current version has a webhook trigger on `path` (`/hooks/…`)."""
-    return _with_webhook(path).select_related("team", "current_version").first()
-
-
 def webhook_path_taken(*, path: str, by_other_than: WorkflowDefinition) -> bool:
-    return _with_webhook(path).exclude(id=by_other_than.id).exists()
+    return WebhookPath.objects.filter(path=path).exclude(workflow=by_other_than).exists()
 
 
 def workflow_list(*, team: Team) -> QuerySet[WorkflowDefinition]:

@@ -10,7 +10,7 @@ from django.db import transaction
 from core import locks
 from teams.models import Team
 from teams.signals import limit_loosened, loosens
-from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
 from workflows.selectors import webhook_path_taken
 
@@ -55,6 +55,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])
+        _webhook_paths_replace(workflow, spec)
         if current is not None and loosens(
             current.max_parallel_executions, version.max_parallel_executions
         ):
@@ -80,3 +81,13 @@ def _check_webhook_paths_free(spec: WorkflowSpec, workflow: WorkflowDefinition) 
     ]
     if errors:
         raise WorkflowInvalid(errors)
+
+
+def _webhook_paths_replace(workflow: WorkflowDefinition, spec: WorkflowSpec) -> None:
+    """The webhook paths of the workflow become those of its new current version."""
+    WebhookPath.objects.filter(workflow=workflow).delete()
+    WebhookPath.objects.bulk_create(
+        WebhookPath(workflow=workflow, path=t.path, secret=t.secret)
+        for t in spec.triggers
+        if t.type == "webhook"
+    )
