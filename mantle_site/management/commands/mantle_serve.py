@@ -6,6 +6,7 @@ Ctrl-C or SIGTERM stops both (and the embedded PostgreSQL when this process star
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,14 @@ from django.db import connection
 from engine import schedules
 from executions import metrics
 from mantle_site import embedded_db
+
+# How long the web app and the cluster get to stop on Ctrl-C / SIGTERM before they are killed.
+STOP_GRACE = 30.0
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signum)
 
 
 class Command(BaseCommand):
@@ -44,7 +53,10 @@ class Command(BaseCommand):
             schedules.start_engine()
             commands.append([sys.executable, "-m", "django", "qcluster"])
         env = self.child_env()
-        children = [subprocess.Popen(command, env=env) for command in commands]
+        # Each child leads a process group of its own, so stopping it reaches its workers too.
+        children = [
+            subprocess.Popen(command, env=env, start_new_session=True) for command in commands
+        ]
         stopping = False
 
         def stop(signum: int, frame: object) -> None:
@@ -56,10 +68,16 @@ class Command(BaseCommand):
         while not stopping and all(child.poll() is None for child in children):
             time.sleep(0.2)
         for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+            _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
         for child in children:
-            child.wait(timeout=30)
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                # A worker still busy (a step that does not stop) would outlive `mantle serve`.
+                child.kill()
+                child.wait()
+            _signal_group(child, signal.SIGKILL)  # whatever of its group is left
         if settings.USES_EMBEDDED_DB:
             embedded_db.stop()
         failed = [child.returncode for child in children if child.returncode not in (0, -15)]
