@@ -63,10 +63,19 @@ class EngineConfig:
     )
 
 
+def _default_web_workers() -> int:
+    # Measured on 2 cores (README, "Web workers"): a request waits on PostgreSQL for most of its
+    # time, so two sync processes per core keep the cores busy; more only add contention.
+    return 2 * (os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     bind: str = "127.0.0.1:8000"
-    workers: int = 4
+    workers: int = field(default_factory=_default_web_workers)
+    # Per gunicorn worker. Above 1, gunicorn runs its gthread worker, which does not stop a
+    # request that runs past its `timeout` (the sync worker does: 503 request_timeout).
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,7 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "http": _http,
         "redact_headers": _header_patterns,
     },
-    "server": {"bind": _bind, "workers": _positive_int},
+    "server": {"bind": _bind, "workers": _positive_int, "threads": _positive_int},
     "limits": {name: _positive_int for name in LimitsConfig.__dataclass_fields__},
 }
 _SECTIONS = {

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.backends.postgresql import base
 from psycopg.conninfo import conninfo_to_dict
 
 from mantle_site import embedded_db
+from mantle_site.postgresql import base
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -107,3 +107,18 @@ def test_the_egress_policy_reads_networks_hosts_and_a_body_cap(tmp_path):
     ).engine.http
     assert from_env.allow == (ipaddress.ip_network("::1/128"),)
     assert load_config(write(tmp_path, ""), environ={}).engine.http.max_response_bytes == 1048576
+
+
+def test_web_workers_default_to_two_sync_processes_per_core(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    server = load_config(write(tmp_path, ""), environ={}).server
+    assert (server.workers, server.threads) == (6, 1)
+
+
+def test_web_workers_and_threads_come_from_the_file_or_the_environment(tmp_path):
+    path = write(tmp_path, "server:\n  workers: 3\n  threads: 8\n")
+    assert load_config(path, environ={}).server.threads == 8
+    server = load_config(path, environ={"MANTLE_SERVER_THREADS": "2"}).server
+    assert (server.workers, server.threads) == (3, 2)
+    with pytest.raises(ConfigError, match=r"server\.threads"):
+        load_config(path, environ={"MANTLE_SERVER_THREADS": "0"})

@@ -102,4 +102,6 @@ class Command(BaseCommand):
             bind,
             "--workers",
             str(settings.MANTLE.server.workers),
+            "--threads",
+            str(settings.MANTLE.server.threads),
         ]
