@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--finished", type=int, help="finished rows of figure 4 (default 1e6)")
     parser.add_argument("--samples", type=int, help="latency samples of figure 3 (default 200)")
-    parser.add_argument("--http-workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument(
+        "--http-workers", type=int, help="gunicorn workers of figure 2 (default: server.workers)"
+    )
     parser.add_argument(
         "--only",
         default="1,2,3,4,5,6",

@@ -39,9 +39,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def web(*, workers: int) -> Iterator[str]:
-    """Base URL of `mantle serve --web-only` once /healthz answers."""
-    with serve("--web-only", environment={"MANTLE_SERVER_WORKERS": str(workers)}) as base:
+def web(*, workers: int | None = None) -> Iterator[str]:
+    """Base URL of `mantle serve --web-only` (`workers` gunicorn workers, else the default)
+    once /healthz answers."""
+    environment = {"MANTLE_SERVER_WORKERS": str(workers)} if workers else {}
+    with serve("--web-only", environment=environment) as base:
         yield base
 
 
