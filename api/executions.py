@@ -8,7 +8,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import FilteredRelation, Q, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -30,24 +29,19 @@ from executions.services.idempotency import execution_admit_once
 from executions.services.lifecycle import execution_cancel
 from teams.auth import ApiKeyAuthentication
 from teams.models import ApiKey, Team
+from workflows.selectors import api_key_with_workflow
 
 
 class RunKeyAuthentication(ApiKeyAuthentication):
     """The API key, its team and the workflow named in the path with its current version, in
     one query: `request.auth.workflow_to_run`."""
 
-    def keys(self, request: Request) -> QuerySet[ApiKey]:
+    def lookup(self, request: Request, key_hash: str) -> ApiKey | None:
         name = request.parser_context["kwargs"]["workflow"]
-        return (
-            super()
-            .keys(request)
-            .annotate(
-                workflow_to_run=FilteredRelation(
-                    "team__workflows", condition=Q(team__workflows__name=name)
-                )
-            )
-            .select_related("workflow_to_run__current_version")
-        )
+        api_key, workflow = api_key_with_workflow(key_hash=key_hash, name=name)
+        if api_key is not None:
+            api_key.workflow_to_run = workflow  # type: ignore[attr-defined]
+        return api_key
 
 
 class RunApi(TeamApi):
@@ -69,11 +63,9 @@ class RunApi(TeamApi):
             unknown = sorted(set(body) - {"inputs"})
             detail = f"unknown keys {unknown}" if unknown else "'inputs' must be an object"
             raise ApiError(400, "invalid_inputs", f'{detail}; the body is {{"inputs": {{…}}}}')
-        # Not set at all when the join found no workflow.
-        definition = getattr(self.request.auth, "workflow_to_run", None)
-        if definition is None or definition.current_version is None:
+        definition = self.request.auth.workflow_to_run
+        if definition is None:
             raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
-        definition.team = self.team
         admission = execution_admit_once(
             team=self.team,
             workflow=definition,

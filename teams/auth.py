@@ -10,7 +10,7 @@ import re
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
@@ -38,18 +38,20 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = parts[1].decode("latin-1")
         if not KEY_FORMAT.fullmatch(key):
             raise exceptions.AuthenticationFailed("malformed API key")
-        try:
-            api_key = self.keys(request).get(key_hash=ApiKey.hash(key))
-        except ApiKey.DoesNotExist:
-            raise exceptions.AuthenticationFailed("unknown API key") from None
+        api_key = self.lookup(request, ApiKey.hash(key))
+        if api_key is None:
+            raise exceptions.AuthenticationFailed("unknown API key")
         if not api_key.is_active:
             raise exceptions.AuthenticationFailed("revoked API key")
         _touch(api_key)
         return api_key.team, api_key
 
-    def keys(self, request: Request) -> QuerySet[ApiKey]:
-        """The keys with what the view needs along with them: one query for both."""
-        return ApiKey.objects.select_related("team")
+    def lookup(self, request: Request, key_hash: str) -> ApiKey | None:
+        """The key with its team (a view may fetch what it needs along with them)."""
+        try:
+            return ApiKey.objects.select_related("team").get(key_hash=key_hash)  # no ORDER BY
+        except ApiKey.DoesNotExist:
+            return None
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="mantle"'

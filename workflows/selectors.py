@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from typing import TypeVar
 
-from teams.models import Team
-from workflows.models import WebhookPath, WorkflowDefinition
+from django.db import connection
+from django.db.models import Field, Model, QuerySet
+
+from teams.models import ApiKey, Team
+from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
+
+M = TypeVar("M", bound=Model)
 
 # Admission reads a version's id, limits and content hash; its content and spec only when the
 # process has not parsed that version yet (executions.services.admission keeps it parsed).
@@ -38,3 +43,63 @@ def workflow_get(*, team: Team, name: str) -> WorkflowDefinition | None:
         return workflow_list(team=team).get(name=name)  # unique per team: no ORDER BY needed
     except WorkflowDefinition.DoesNotExist:
         return None
+
+
+def _columns(model: type[Model], *, without: tuple[str, ...] = ()) -> list[Field]:
+    return [f for f in model._meta.concrete_fields if f.attname not in without]
+
+
+_KEY_FIELDS = _columns(ApiKey)
+_TEAM_FIELDS = _columns(Team)
+_WORKFLOW_FIELDS = _columns(WorkflowDefinition)
+_VERSION_FIELDS = _columns(WorkflowVersion, without=("content", "spec"))
+_SELECTED = [
+    (alias, field)
+    for alias, fields in (
+        ("k", _KEY_FIELDS),
+        ("t", _TEAM_FIELDS),
+        ("w", _WORKFLOW_FIELDS),
+        ("v", _VERSION_FIELDS),
+    )
+    for field in fields
+]
+# Written once per process from the models' own columns; the joins are the ORM's, spelled out:
+# the ORM would compile this query anew on every request, which costs more than running it.
+KEY_WITH_WORKFLOW = f"""
+SELECT {", ".join(f'{alias}."{field.column}"' for alias, field in _SELECTED)}
+  FROM teams_apikey k
+  JOIN teams_team t ON t.id = k.team_id
+  LEFT JOIN workflows_workflowdefinition w ON w.team_id = t.id AND w.name = %(name)s
+  LEFT JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE k.key_hash = %(key_hash)s
+"""
+
+
+def _load(model: type[M], fields: list[Field], values: list[object]) -> M:
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
+def api_key_with_workflow(
+    *, key_hash: str, name: str
+) -> tuple[ApiKey | None, WorkflowDefinition | None]:
+    """The API key with its team, and the team's workflow `name` with its current version
+    (None when it has none; the version's content and spec load when read): one query."""
+    with connection.cursor() as cursor:
+        cursor.execute(KEY_WITH_WORKFLOW, {"key_hash": key_hash, "name": name})
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    values = iter(row)
+    parts = [
+        [next(values) for _ in fields]
+        for fields in (_KEY_FIELDS, _TEAM_FIELDS, _WORKFLOW_FIELDS, _VERSION_FIELDS)
+    ]
+    api_key = _load(ApiKey, _KEY_FIELDS, parts[0])
+    api_key.team = _load(Team, _TEAM_FIELDS, parts[1])
+    workflow_id, version_id = parts[2][0], parts[3][0]
+    if workflow_id is None or version_id is None:
+        return api_key, None
+    workflow = _load(WorkflowDefinition, _WORKFLOW_FIELDS, parts[2])
+    workflow.team = api_key.team
+    workflow.current_version = _load(WorkflowVersion, _VERSION_FIELDS, parts[3])
+    return api_key, workflow
