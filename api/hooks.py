@@ -61,7 +61,7 @@ class WebhookApi(APIView):
                 "payload": _payload(body),
                 "headers": _stored_headers(request),
             },
-            idempotency_key=_scoped(path, idempotency_key_of(request)),
+            idempotency_key=webhook_idempotency_key(path, idempotency_key_of(request)),
         )
         return admission_response(admission)
 
@@ -77,7 +77,7 @@ def _stored_headers(request: Request) -> dict[str, str]:
     }
 
 
-def _scoped(path: str, key: str | None) -> str | None:
+def webhook_idempotency_key(path: str, key: str | None) -> str | None:
     """An anonymous caller's key lives in this hook's own key space: it can neither replay an
     execution that an API client or another hook started nor learn that one exists."""
     if key is None:
