@@ -37,6 +37,7 @@ run: install
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	MANTLE_CONFIG=tests/mantle.yaml $(BIN)/mypy
 	MANTLE_CONFIG=tests/mantle.yaml $(BIN)/pytest
 
 # Debian's wrk, figure 2's load generator; without it figure 2 fails (and so does `make bench`).

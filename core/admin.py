@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.http import HttpRequest
@@ -15,7 +15,7 @@ class ReadOnlyTabularInline(admin.TabularInline):
     can_delete = False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return list(self.fields or [])
+        return cast(list[str], list(self.fields or []))  # inlines list plain field names
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

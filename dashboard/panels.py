@@ -8,8 +8,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import QuerySet
 
@@ -22,7 +23,7 @@ VIEW_EXECUTIONS = "executions.view_execution"
 CANCEL_EXECUTIONS = "executions.change_execution"
 
 
-def teams_visible_to(*, user: AbstractBaseUser) -> QuerySet[Team]:
+def teams_visible_to(*, user: User) -> QuerySet[Team]:
     """Who may view executions in the admin sees every team; others the teams they are
     members of (being staff is not enough)."""
     if user.has_perm(VIEW_EXECUTIONS):
@@ -30,7 +31,7 @@ def teams_visible_to(*, user: AbstractBaseUser) -> QuerySet[Team]:
     return Team.objects.filter(members=user)
 
 
-def team_ids_cancellable_by(*, user: AbstractBaseUser, team_ids: Iterable[int]) -> set[int]:
+def team_ids_cancellable_by(*, user: User, team_ids: Iterable[int]) -> set[int]:
     """Of these teams, those whose executions the user may cancel: all of them for who may
     cancel in the admin, else the teams the user is a member of."""
     team_ids = set(team_ids)
@@ -89,7 +90,11 @@ def dashboard_panels(
     """Everything the dashboard shows for these teams, in a fixed number of queries."""
     queues = teams_queues(teams=teams)
     team_ids = [q.team.id for q in queues]
-    params = {"team_ids": team_ids, "limit": rows_per_team, "window": timedelta(hours=1)}
+    params: dict[str, Any] = {
+        "team_ids": team_ids,
+        "limit": rows_per_team,
+        "window": timedelta(hours=1),
+    }
     rejections: dict[tuple[int, int], int] = {}
     depth: dict[int, list[int]] = defaultdict(lambda: [0] * CHART_MINUTES)
     queued: dict[int, list[QueuedExecution]] = defaultdict(list)

@@ -6,6 +6,7 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,7 +20,13 @@ from executions.services.lifecycle import ExecutionBusy, NotCancellable, executi
 LOGIN_URL = "dashboard:login"
 
 
-def _render(request: HttpRequest, template: str) -> HttpResponse:
+class SignedInRequest(HttpRequest):
+    """The request of a view behind login_required."""
+
+    user: User
+
+
+def _render(request: SignedInRequest, template: str) -> HttpResponse:
     now = timezone.now()
     panels = dashboard_panels(teams=teams_visible_to(user=request.user), now=now)
     team_ids = [panel.team.id for panel in panels]
@@ -30,20 +37,20 @@ def _render(request: HttpRequest, template: str) -> HttpResponse:
 
 @require_GET
 @login_required(login_url=LOGIN_URL)
-def index(request: HttpRequest) -> HttpResponse:
+def index(request: SignedInRequest) -> HttpResponse:
     return _render(request, "dashboard/index.html")
 
 
 @require_GET
 @login_required(login_url=LOGIN_URL)
-def live(request: HttpRequest) -> HttpResponse:
+def live(request: SignedInRequest) -> HttpResponse:
     """The part of the page that htmx swaps in on every poll."""
     return _render(request, "dashboard/_live.html")
 
 
 @require_POST
 @login_required(login_url=LOGIN_URL)
-def cancel(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
+def cancel(request: SignedInRequest, execution_id: uuid.UUID) -> HttpResponse:
     # 404 for what the user may not see; 403 for what they see but may not cancel.
     visible = Execution.objects.filter(team__in=teams_visible_to(user=request.user))
     execution = get_object_or_404(visible.select_related("workflow"), id=execution_id)

@@ -29,7 +29,7 @@ def admit_due(*, since: datetime, until: datetime) -> int:
         current_version__spec__triggers__contains=[{"type": "cron"}]
     )
     for workflow in workflows:
-        for index, trigger in enumerate(workflow.current_version.spec["triggers"]):
+        for index, trigger in enumerate(workflow.applied_version.spec["triggers"]):
             if trigger["type"] != "cron":
                 continue
             tick = latest_tick(trigger["schedule"], since=since, until=until)

@@ -19,9 +19,20 @@ from typing import Any
 
 import httpx
 
-from mantle_site.config import HostOrNetwork, HttpConfig
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+HostOrNetwork = str | ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """`engine.http`: the egress policy of `http/request`, read by mantle_site.config. An entry is a
+    network (CIDR or address) or a host name (`*.example.com` matches its subdomains)."""
+
+    allow: tuple[HostOrNetwork, ...] = ()
+    deny: tuple[HostOrNetwork, ...] = ()
+    max_response_bytes: int = 1024 * 1024
+
 
 DEFAULT_DENY = tuple(
     ipaddress.ip_network(cidr)

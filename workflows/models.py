@@ -29,6 +29,14 @@ class WorkflowDefinition(models.Model):
     def __str__(self) -> str:
         return f"{self.team}/{self.name}"
 
+    @property
+    def applied_version(self) -> WorkflowVersion:
+        """The current version. workflow_apply writes a definition and its first version in one
+        transaction, so none is seen without one."""
+        if self.current_version is None:
+            raise WorkflowVersion.DoesNotExist(f"workflow {self} has no version")
+        return self.current_version
+
 
 class WorkflowVersion(models.Model):
     """An immutable version: the YAML as submitted, its parsed spec and its limits as columns."""

@@ -65,7 +65,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
 
 def _check_webhook_paths_free(spec: WorkflowSpec, workflow: WorkflowDefinition) -> None:
     """`POST /hooks/<path>` carries no team, so a path belongs to one workflow of all teams."""
-    hooks = [(i, t.path) for i, t in enumerate(spec.triggers) if t.type == "webhook"]
+    hooks = [(i, t.path) for i, t in enumerate(spec.triggers) if t.type == "webhook" and t.path]
     if not hooks:
         return
     # Serialises the check-then-write with concurrent applies of other teams' workflows.

@@ -31,7 +31,7 @@ def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     except ValueError as exc:
         raise ActionFailed(f"timeout: {exc}") from None
     body = params.get("body")
-    content = {}
+    content: dict[str, Any] = {}
     if isinstance(body, dict | list):
         content = {"json": body}
     elif body is not None:

@@ -84,7 +84,7 @@ def execution_admit(
     ConcurrencyLimitExceeded (nothing written) when the workflow rejects and is full.
     `force` admits as pending whatever the limits; the execution then holds a slot like any other.
     """
-    version = workflow.current_version
+    version = workflow.applied_version
     inputs = validate_inputs(_spec(version), inputs)
     try:
         return _admit_locked(
@@ -115,7 +115,7 @@ def _admit_locked(
 ) -> Admission:
     execution_id = uuid.uuid4()
     task_key, task = dispatch.execution_task_build(execution_id) or (None, None)
-    fields = {
+    fields: dict[str, Any] = {
         "inputs": inputs,
         "trigger": trigger or {},
         "forced": force,

@@ -15,8 +15,7 @@ import pytest
 
 from engine.actions import ActionContext, ActionFailed
 from engine.actions.http import run
-from engine.egress import EgressRefused, destination_resolve
-from mantle_site.config import HttpConfig
+from engine.egress import EgressRefused, HttpConfig, destination_resolve
 
 LOCAL_ONLY = HttpConfig(allow=(ipaddress.ip_network("127.0.0.1/32"),))
 

@@ -191,7 +191,8 @@ class Document:
             elif key in seen:
                 message = f'duplicate key "{key}"'
                 self.errors.append(SchemaError(path=join(path, key), message=message, line=line))
-            seen.add(key)
+            else:
+                seen.add(key)
         try:
             self._constructor.flatten_mapping(node)
         except yaml.MarkedYAMLError as exc:

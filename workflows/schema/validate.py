@@ -4,6 +4,7 @@ once, each with its path and line."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from croniter import croniter
 from django.conf import settings
@@ -97,8 +98,10 @@ class _Validator:
         on_limit = root.get("on_limit", "queue")
         if on_limit not in ("queue", "reject"):
             self.doc.error("on_limit", "must be one of: queue, reject")
+        # The spec is used only when the document has no errors; its casts state what the checks
+        # above then established.
         return WorkflowSpec(
-            name=name,
+            name=cast(str, name),
             description=self._string(root, "description", "", default=""),
             inputs=inputs,
             triggers=triggers,
@@ -137,7 +140,7 @@ class _Validator:
             specs.append(
                 InputSpec(
                     name=name,
-                    type=input_type,
+                    type=cast(str, input_type),
                     description=self._string(definition, "description", path, default=""),
                     default=definition.get("default"),
                     has_default=has_default,
@@ -176,7 +179,7 @@ class _Validator:
                 secret = trigger.get("secret")
                 if "secret" in trigger and not (isinstance(secret, str) and secret):
                     self.doc.error(join(path, "secret"), "must be a non-empty string")
-                specs.append(TriggerSpec(type="webhook", path=hook_path, secret=secret))
+                specs.append(TriggerSpec(type="webhook", path=cast(str, hook_path), secret=secret))
             elif trigger_type == "cron":
                 self._check_keys(trigger, path, _CRON_KEYS)
                 schedule = self._required(trigger, "schedule", path)
@@ -189,7 +192,7 @@ class _Validator:
                         join(path, "schedule"),
                         'must be a cron schedule of 5 fields, like "*/5 * * * *"',
                     )
-                specs.append(TriggerSpec(type="cron", schedule=schedule))
+                specs.append(TriggerSpec(type="cron", schedule=cast(str, schedule)))
             elif trigger_type is not None:
                 self.doc.error(join(path, "type"), "must be one of: webhook, cron")
         return tuple(specs)
@@ -252,8 +255,8 @@ class _Validator:
                 join(path, "max_parallel"), "is only valid together with for_each", at_key=True
             )
         return StepSpec(
-            name=name,
-            action=action,
+            name=cast(str, name),
+            action=cast(str, action),
             params=params,
             depends_on=self._depends_on(step, path, name, step_names),
             if_=self._condition(step, path),
@@ -307,8 +310,8 @@ class _Validator:
     def _check_for_each(self, value: object, path: str) -> None:
         if isinstance(value, list):
             self._check_expressions(value, path)
-        elif isinstance(value, str) and sole_expression(value) is not None:
-            self._compile(sole_expression(value), path)
+        elif isinstance(value, str) and (source := sole_expression(value)) is not None:
+            self._compile(source, path)
         else:
             self.doc.error(path, 'must be a list or one "{{ … }}" expression giving a list')
 

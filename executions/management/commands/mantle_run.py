@@ -41,7 +41,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         workflow = self.find_workflow(options["workflow"], options["team"])
-        spec = WorkflowSpec.from_dict(workflow.current_version.spec)
+        spec = WorkflowSpec.from_dict(workflow.applied_version.spec)
         inputs = parse_inputs(spec, options["input"])
         try:
             admission = execution_admit(
