@@ -12,10 +12,9 @@ from django_q.conf import Conf
 
 from engine import schedules
 from teams.models import Team
-from teams.services import team_create
+from tests.factories import TeamFactory, UserFactory, WorkflowFactory
 from tests.processes import ENGINE, Cluster, Server, database_url
 from workflows.models import WorkflowDefinition
-from workflows.services import workflow_apply
 
 
 @pytest.fixture
@@ -99,13 +98,10 @@ def serve(tmp_path: Path, test_database_url: str) -> Iterator[Callable[..., Serv
 
 @pytest.fixture
 def make_team(db: None) -> Callable[..., Team]:
-    counter = iter(range(1, 1_000_000))
-
     def make(slug: str | None = None, max_concurrent_executions: int | None = None) -> Team:
-        return team_create(
-            slug=slug or f"team-{next(counter)}",
-            max_concurrent_executions=max_concurrent_executions,
-        )
+        if slug is None:
+            return TeamFactory(max_concurrent_executions=max_concurrent_executions)
+        return TeamFactory(slug=slug, max_concurrent_executions=max_concurrent_executions)
 
     return make
 
@@ -115,24 +111,10 @@ def team(make_team: Callable[..., Team]) -> Team:
     return make_team("acme")
 
 
-def workflow_yaml(
-    name: str = "deploy",
-    *,
-    limit: int = 0,
-    on_limit: str = "queue",
-    steps: str = "  - name: only\n    action: test/noop\n",
-    extra: str = "",
-) -> str:
-    return (
-        f"name: {name}\nmax_parallel_executions: {limit}\non_limit: {on_limit}\n{extra}"
-        f"steps:\n{steps}"
-    )
-
-
 @pytest.fixture
 def make_workflow(db: None) -> Callable[..., WorkflowDefinition]:
     def make(team: Team, name: str = "deploy", **kwargs: object) -> WorkflowDefinition:
-        return workflow_apply(team=team, content=workflow_yaml(name, **kwargs)).workflow  # type: ignore[arg-type]
+        return WorkflowFactory(team=team, name=name, **kwargs)
 
     return make
 
@@ -140,11 +122,7 @@ def make_workflow(db: None) -> Callable[..., WorkflowDefinition]:
 @pytest.fixture
 def make_user(db: None) -> Callable[..., User]:
     def make(username: str, *, staff: bool = False, teams: tuple[Team, ...] = ()) -> User:
-        user = User.objects.create_user(
-            username, password="s3cret-pass", is_staff=staff, is_superuser=staff
-        )
-        user.teams.set(teams)
-        return user
+        return UserFactory(username=username, is_staff=staff, is_superuser=staff, teams=teams)
 
     return make
 

@@ -8,14 +8,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from teams.models import Team
-from teams.services import api_key_create
-from tests.conftest import workflow_yaml
+from tests.factories import ApiKeyFactory, workflow_yaml
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
 
 
 def client_of(team: Team) -> APIClient:
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     return client

@@ -6,9 +6,10 @@ import uuid
 
 import pytest
 
-from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.models import Execution, Status, StepStatus
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
+from tests.factories import StepExecutionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +85,7 @@ def api_ids(client) -> list[str]:
 class TestDetail:
     def test_it_has_the_steps(self, api, executions):
         execution = executions[0]
-        StepExecution.objects.create(
+        StepExecutionFactory(
             execution=execution, name="only", status=StepStatus.COMPLETED, output={"ok": True}
         )
         body = api.get(f"/api/v1/executions/{execution.id}").json()

@@ -14,9 +14,9 @@ import pytest
 
 from executions.models import Execution, Status
 from teams.models import Team
-from teams.services import api_key_create
 from tests.api.conftest import hook_yaml
 from tests.concurrency.harness import Sampler
+from tests.factories import ApiKeyFactory
 from tests.processes import scrape
 from workflows.services import workflow_apply
 
@@ -118,7 +118,7 @@ def test_twenty_racing_requests_with_one_idempotency_key_admit_one_execution(
     team: Team, make_workflow, serve
 ):
     make_workflow(team, limit=1)
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     server = serve()
     headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "race-1"}
     responses, _ = post_concurrently([(f"{server.url}/api/v1/run/deploy", headers)] * 20)
@@ -132,7 +132,7 @@ def test_one_scrape_sums_web_and_worker_processes(team: Team, make_workflow, ser
     counted by django-q2 worker processes: all in one scrape of the web app."""
     make_workflow(team, "queued", limit=1)
     make_workflow(team, "rejecting", limit=1, on_limit="reject", steps=SLEEP)
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     server = serve(web_only=False, workers=2)
     client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"})
     for _ in range(3):

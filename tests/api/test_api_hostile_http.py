@@ -13,9 +13,8 @@ from django.db import connection, transaction
 
 from executions.models import Execution
 from teams.models import Team
-from teams.services import api_key_create
 from tests.api.conftest import hook_yaml
-from tests.conftest import workflow_yaml
+from tests.factories import ApiKeyFactory, workflow_yaml
 from workflows.services import workflow_apply
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -35,7 +34,7 @@ def test_chunked_bodies_are_read_whole_capped_and_signed_as_read(team: Team, ser
     workflow_apply(team=team, content=hook_yaml("signed", "/hooks/signed", secret="s3cret"))
     inputs = "inputs:\n  ref: {type: string, default: none}\n"
     workflow_apply(team=team, content=workflow_yaml("run", extra=inputs))
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     server = serve()
     body = b'{"ref": "main", "pad": "' + b"x" * 5000 + b'"}'
     with httpx.Client(base_url=server.url, timeout=30) as client:
@@ -79,7 +78,7 @@ def test_gunicorns_own_refusals_are_json(team: Team, serve) -> None:
 
 
 def test_a_request_stopped_at_the_worker_timeout_is_answered_in_json(team: Team, serve) -> None:
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     server = serve(workers=1, env={"GUNICORN_CMD_ARGS": "--timeout 2"})
     # The workflows table locked by another transaction: reading it waits past the timeout.
     with connection.cursor() as cursor, transaction.atomic():

@@ -7,7 +7,7 @@ import pytest
 from executions.models import Execution, Status
 from teams.services import team_set_limit
 from tests.api.conftest import client_of
-from tests.conftest import workflow_yaml
+from tests.factories import workflow_yaml
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from hypothesis.errors import Unsatisfiable
 
 from executions.services.admission import execution_admit
 from mantle_site.wsgi import application
-from teams.services import api_key_create
 from tests.api.conftest import hook_yaml
+from tests.factories import ApiKeyFactory
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +62,7 @@ def test_the_schema_is_openapi_3_with_every_endpoint(client):
 def test_no_generated_request_gets_a_5xx(team, mode, in_test_transaction):
     workflow = workflow_apply(team=team, content=hook_yaml("deploy", "/hooks/deploy", limit=1))
     execution_admit(team=team, workflow=workflow.workflow)
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     headers = {"Authorization": f"Bearer {key}"}
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
     server_errors: list[str] = []

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from executions.services.admission import execution_admit
 from tests.api.conftest import hook_yaml
-from tests.conftest import workflow_yaml
+from tests.factories import workflow_yaml
 from workflows.models import WorkflowDefinition
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
-from teams.services import api_key_create
+from tests.factories import ApiKeyFactory
 from workflows.models import WorkflowDefinition
 
 CHROMIUM = shutil.which("chromium")
@@ -99,7 +99,7 @@ def test_the_queue_builds_up_live_as_the_api_admits_executions(
 ):
     team = make_team("payments", max_concurrent_executions=2)
     make_workflow(team, "charge", limit=2)
-    _, key = api_key_create(team=team)
+    _, key = ApiKeyFactory(team=team)
     page = sign_in("ann", teams=(team,))
     expect(team_stat(page, team, "queued")).to_have_text("0")
     statuses: list[int] = []

@@ -3,15 +3,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
-from executions.models import Execution, QueueSample, Status, StepExecution
+from executions.models import Execution, QueueSample, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from executions.services.lifecycle import execution_finish
 from executions.services.queue_samples import queue_sample_record
+from tests.factories import ExecutionFactory, QueueSampleFactory, StepExecutionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -92,17 +93,15 @@ def test_running_executions_show_their_steps_progress_counting_every_fan_out_ite
         '    for_each: "{{ [1, 2, 3, 4] }}"\n    max_parallel: 2\n'
         "  - name: report\n    action: test/noop\n    depends_on: [fan]\n"
     )
-    execution = execution_admit(team=team, workflow=make_workflow(team, steps=steps)).execution
-    StepExecution.objects.create(execution=execution, name="fetch", status="completed")
-    StepExecution.objects.create(
+    execution = ExecutionFactory(workflow=make_workflow(team, steps=steps))
+    StepExecutionFactory(execution=execution, name="fetch", status="completed")
+    StepExecutionFactory(
         execution=execution, name="fan", status="running", items=["a", "b", "c", "d"]
     )
     # The branches are created as max_parallel allows: two done, one running, one not yet;
     # `report` has no row yet but counts: 1 + 4 items + 1.
     for index, status in enumerate(["completed", "completed", "running"]):
-        StepExecution.objects.create(
-            execution=execution, name="fan", fanout_index=index, status=status
-        )
+        StepExecutionFactory(execution=execution, name="fan", fanout_index=index, status=status)
     client.force_login(make_user("ann", teams=(team,)))
     [panel] = live(client).context["panels"]
     [running] = panel.running_executions
@@ -120,7 +119,7 @@ def test_the_chart_shows_sampled_depth_per_minute_and_the_live_depth_last(
     workflow = make_workflow(team, limit=1)
     for _ in range(4):
         execution_admit(team=team, workflow=workflow)
-    QueueSample.objects.create(workflow=workflow, queued=7, running=1)
+    QueueSampleFactory(workflow=workflow, queued=7, running=1)
     with connection.cursor() as cursor:
         cursor.execute("UPDATE executions_queuesample SET taken_at = now() - interval '10 minutes'")
     client.force_login(make_user("ann", teams=(team,)))
@@ -142,7 +141,7 @@ def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
             workflow = make_workflow(team, name, limit=1, on_limit="queue")
             for _ in range(3):
                 execution_admit(team=team, workflow=workflow)
-            QueueSample.objects.create(workflow=workflow, queued=2, running=1)
+            QueueSampleFactory(workflow=workflow, queued=2, running=1)
     client.force_login(user)
     # session, user, teams, queues, rejections, samples, queued, running
     with django_assert_max_num_queries(8):
@@ -195,7 +194,7 @@ def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make
     execution_finish(
         execution_admit(team=team, workflow=idle).execution.id, status=Status.COMPLETED
     )
-    QueueSample.objects.create(workflow=busy, queued=9, running=1)
+    QueueSampleFactory(workflow=busy, queued=9, running=1)
     QueueSample.objects.filter(queued=9).update(
         taken_at=QueueSample.objects.get().taken_at - timedelta(hours=3)
     )
@@ -221,8 +220,7 @@ def test_staff_without_permissions_cannot_cancel_another_teams_execution(
     mine, theirs = make_team("mine"), make_team("theirs")
     execution = execution_admit(team=theirs, workflow=make_workflow(theirs)).execution
     own = execution_admit(team=mine, workflow=make_workflow(mine)).execution
-    user = User.objects.create_user("sam", password="s3cret-pass", is_staff=True)
-    user.teams.set([mine])
+    user = UserFactory(username="sam", is_staff=True, teams=[mine])
     client.force_login(user)
     assert [p.team.slug for p in live(client).context["panels"]] == ["mine"]
     assert client.post(reverse("dashboard:cancel", args=[execution.id])).status_code == 404
@@ -238,8 +236,7 @@ def test_viewing_without_the_cancel_permission_shows_no_cancel_and_refuses_it(
     theirs_workflow = make_workflow(theirs, limit=1)
     execution_admit(team=theirs, workflow=theirs_workflow)
     queued = execution_admit(team=theirs, workflow=theirs_workflow).execution
-    user = User.objects.create_user("viv", password="s3cret-pass", is_staff=True)
-    user.teams.set([mine])
+    user = UserFactory(username="viv", is_staff=True, teams=[mine])
     user.user_permissions.add(Permission.objects.get(codename="view_execution"))
     client.force_login(user)
     response = live(client)

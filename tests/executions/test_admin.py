@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from executions.models import Execution, Status, StepExecution
+from executions.models import Execution, Status
 from executions.services.admission import execution_admit
+from tests.factories import ExecutionFactory, StepExecutionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -25,8 +26,8 @@ def test_the_execution_list_filters_without_counting_every_row(
 
 
 def test_the_execution_detail_is_read_only_with_its_steps(admin_client, team, make_workflow):
-    execution = execution_admit(team=team, workflow=make_workflow(team)).execution
-    StepExecution.objects.create(execution=execution, name="only", status="running")
+    execution = ExecutionFactory(workflow=make_workflow(team), status=Status.RUNNING)
+    StepExecutionFactory(execution=execution, name="only", status="running")
     response = admin_client.get(reverse("admin:executions_execution_change", args=[execution.id]))
     assert response.status_code == 200
     assert b"only" in response.content

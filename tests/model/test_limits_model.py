@@ -27,7 +27,7 @@ from executions.services.admission import ConcurrencyLimitExceeded, execution_ad
 from executions.services.lifecycle import execution_cancel, execution_finish
 from teams.services import team_create, team_set_limit
 from teams.signals import loosens
-from tests.conftest import workflow_yaml
+from tests.factories import workflow_yaml
 from workflows.services import workflow_apply
 
 WORKFLOWS = ("steady", "strict")  # strict rejects when full; steady queues

@@ -7,7 +7,7 @@ from django.urls import reverse
 from executions.models import Execution, Status
 from executions.services.admission import execution_admit
 from teams.models import ApiKey, Team
-from teams.services import api_key_create
+from tests.factories import ApiKeyFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -85,7 +85,7 @@ def test_a_new_api_key_is_shown_once_and_only_its_hash_is_stored(admin_client, t
 
 
 def test_revoking_keys_from_the_list(admin_client, team):
-    api_key, _ = api_key_create(team=team)
+    api_key, _ = ApiKeyFactory(team=team)
     admin_client.post(
         reverse("admin:teams_apikey_changelist"),
         {"action": "revoke", "_selected_action": [api_key.id]},

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.conftest import workflow_yaml
+from tests.factories import workflow_yaml
 from workflows.models import WorkflowDefinition
 
 pytestmark = pytest.mark.django_db

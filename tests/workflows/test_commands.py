@@ -5,7 +5,7 @@ from django.core.management import CommandError, call_command
 
 from teams.models import Team
 from tests.commands import EXAMPLES, exit_code, run
-from tests.conftest import workflow_yaml
+from tests.factories import workflow_yaml
 from workflows.models import WorkflowDefinition
 
 
