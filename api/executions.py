@@ -29,18 +29,20 @@ from executions.services.idempotency import execution_admit_once
 from executions.services.lifecycle import execution_cancel
 from teams.auth import ApiKeyAuthentication
 from teams.models import ApiKey, Team
+from workflows.models import WorkflowDefinition
 from workflows.selectors import api_key_with_workflow
 
 
 class RunKeyAuthentication(ApiKeyAuthentication):
     """The API key, its team and the workflow named in the path with its current version, in
-    one query: `request.auth.workflow_to_run`."""
+    one query. DRF makes an authenticator per request: `workflow` is this request's
+    (`request.successful_authenticator`)."""
+
+    workflow: WorkflowDefinition | None = None
 
     def lookup(self, request: Request, key_hash: str) -> ApiKey | None:
         name = request.parser_context["kwargs"]["workflow"]
-        api_key, workflow = api_key_with_workflow(key_hash=key_hash, name=name)
-        if api_key is not None:
-            api_key.workflow_to_run = workflow  # type: ignore[attr-defined]
+        api_key, self.workflow = api_key_with_workflow(key_hash=key_hash, name=name)
         return api_key
 
 
@@ -63,7 +65,10 @@ class RunApi(TeamApi):
             unknown = sorted(set(body) - {"inputs"})
             detail = f"unknown keys {unknown}" if unknown else "'inputs' must be an object"
             raise ApiError(400, "invalid_inputs", f'{detail}; the body is {{"inputs": {{…}}}}')
-        definition = self.request.auth.workflow_to_run
+        authenticator = request.successful_authenticator
+        definition = (
+            authenticator.workflow if isinstance(authenticator, RunKeyAuthentication) else None
+        )
         if definition is None:
             raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
         admission = execution_admit_once(

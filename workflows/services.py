@@ -89,5 +89,5 @@ def _webhook_paths_replace(workflow: WorkflowDefinition, spec: WorkflowSpec) -> 
     WebhookPath.objects.bulk_create(
         WebhookPath(workflow=workflow, path=t.path, secret=t.secret)
         for t in spec.triggers
-        if t.type == "webhook"
+        if t.type == "webhook" and t.path
     )

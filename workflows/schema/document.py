@@ -71,7 +71,7 @@ def document_read(text: str) -> Document:
     return Document(root)
 
 
-def _compose(text: str, loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]) -> yaml.Node:
+def _compose(text: str, loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]) -> yaml.Node | None:
     """Composers recurse once per level (PyYAML's hits RecursionError near 1,000), so the
     nesting is measured first, on the event stream, which neither parser makes recursively."""
     limit = settings.MANTLE.limits.document_depth
@@ -81,7 +81,7 @@ def _compose(text: str, loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]) 
             depth += 1
             if depth > limit:
                 message = f"nested more than {limit} levels deep (limits.document_depth)"
-                line = event.start_mark.line + 1
+                line = event.start_mark.line + 1 if event.start_mark is not None else None
                 raise WorkflowInvalid([SchemaError(path="", message=message, line=line)])
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
