@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from teams.models import ApiKey
 from teams.services import api_key_create
-from tests.conftest import workflow_yaml
+from tests.factories import workflow_yaml
 from workflows.selectors import api_key_with_workflow, webhook_by_path
 from workflows.services import workflow_apply
 
