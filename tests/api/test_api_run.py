@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from api.serializers import AdmissionOutput
 from executions.models import Execution, Status
 from teams.services import team_set_limit
 from tests.api.conftest import client_of
@@ -36,6 +37,10 @@ class TestAdmission:
         assert response["Location"] == f"/api/v1/executions/{execution.id}"
         assert execution.inputs == {"env": "prod", "replicas": 1}
         assert execution.trigger == {"type": "api"}
+
+    def test_the_body_has_the_documented_fields(self, api, team, make_workflow):
+        make_workflow(team)
+        assert set(run(api).json()) == set(AdmissionOutput().fields)
 
     def test_it_queues_when_full_with_position_and_blocker(self, api, team, make_workflow):
         make_workflow(team, limit=1)
