@@ -1,6 +1,8 @@
-"""The only advisory-lock SQL in Mantle.
+"""The only advisory-lock SQL in Mantle, and the one home of session-scoped PostgreSQL use
+(`session_lock` and `listen`, each on a connection of its own: what a transaction pooler cannot
+carry).
 
-Every lock but `session_lock` (the engine clock's, on a connection of its own) is
+Every lock but `session_lock` (the engine clock's) is
 transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
 the two-int form `(namespace, primary key)` so keys never collide across kinds.
 Lock order is team → workflow (workflows in id order), always; anything else can deadlock.
@@ -13,7 +15,7 @@ the locks are released by its commit, with no Python in between.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 
@@ -117,3 +119,22 @@ def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
             yield bool(cursor.fetchone()[0])
     finally:
         holder.close()
+
+
+@contextmanager
+def listen(channel: str) -> Iterator[Callable[[float], bool]]:
+    """LISTEN on `channel` on a connection of its own (autocommit). Yields `wait(timeout)`: True
+    as soon as a notification arrives, False after `timeout`."""
+    listener = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        listener.ensure_connection()
+        raw = listener.connection
+        raw.autocommit = True
+        raw.execute(f"LISTEN {channel}")
+
+        def wait(timeout: float) -> bool:
+            return any(True for _ in raw.notifies(timeout=timeout, stop_after=1))
+
+        yield wait
+    finally:
+        listener.close()

@@ -2,18 +2,19 @@
 every `engine.queue_poll_interval`, cron triggers every second and the dashboard's queue samples
 every 20 s.
 
-django-q2's scheduler only looks at its schedules every 30 s (its guard loop), too coarse for
-sub-minute intervals. So the clock is a task that ticks in a loop for SPAN seconds and then
-enqueues its successor with its state (when each job last ran). One clock runs at a time across
-all clusters: it holds a session advisory lock, which PostgreSQL releases if its worker dies; a
-clock that cannot take the lock returns at once. The django-q2 schedule `mantle-engine-clock`
-(every minute, see schedules.py) restarts the chain if it was broken, and start-up kicks it.
-SPAN is short so that stopping a cluster never waits long for the clock's worker.
+It runs in a process of its own (`manage.py mantle_clock`, one per `mantle serve` that runs
+workers), apart from the step workers: a hung step worker never stops the reaper that recovers
+its steps, and no backlog of steps delays a tick. It ticks in one process at a time across all
+machines: the one holding a session advisory lock, which PostgreSQL releases when its connection
+or process dies; the others try again every STANDBY seconds. The django-q2 schedule
+`mantle-engine-clock` (schedules.py) adds one pass a minute (`run_once`) for a cluster started
+without `mantle serve`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -22,33 +23,54 @@ from django.conf import settings
 from django.db import connection
 
 from core import locks
-from engine import cron, dispatch, reaper
+from engine import cron, reaper
 from executions.services import promotion, queue_samples
 
-SPAN = 2.0  # seconds one link of the chain runs
 RESOLUTION = 0.25  # seconds between looks at what is due
+STANDBY = 1.0  # seconds between attempts to take the clock over
+# Seconds the clock is held before it is taken again: a lock connection lost unnoticed (ticks
+# run on other connections) is found out within this.
+SPAN = 30.0
 CRON_INTERVAL = 1.0
 QUEUE_SAMPLE_INTERVAL = 20.0  # the dashboard's queue-depth chart has one-minute buckets
 
 logger = logging.getLogger(__name__)
 
 
-def run(state: dict[str, Any] | None = None) -> bool:
-    """Run one link of the clock; False when another clock holds the lock."""
-    state = dict(state or {})
+def run_forever(stop: threading.Event) -> None:
+    """Tick while this process holds the clock, stand by while another does, until `stop`."""
+    state: dict[str, Any] = {}
+    while not stop.is_set():
+        held = False
+        try:
+            with locks.session_lock(locks.Namespace.ENGINE_TICKER) as held:
+                end = time.monotonic() + SPAN
+                while held and not stop.is_set() and time.monotonic() < end:
+                    if not _tick_safely(state):
+                        break  # take the lock again: its connection may be gone too
+                    stop.wait(RESOLUTION)
+        except Exception:
+            logger.exception("engine clock could not take its lock")
+        stop.wait(RESOLUTION if held else STANDBY)
+    connection.close()
+
+
+def run_once() -> bool:
+    """One pass, unless a step worker's clock holds the lock; False then."""
     with locks.session_lock(locks.Namespace.ENGINE_TICKER) as held:
-        if not held:
-            return False
-        end = time.monotonic() + SPAN
-        while time.monotonic() < end:
-            try:
-                tick(state)
-            except Exception:
-                # One failed pass (e.g. the database restarting) must not stop the clock.
-                logger.exception("engine clock tick failed")
-                connection.close()
-            time.sleep(RESOLUTION)
-    dispatch.start_clock(state)
+        if held:
+            _tick_safely({})
+        return held
+
+
+def _tick_safely(state: dict[str, Any]) -> bool:
+    try:
+        tick(state)
+    except Exception:
+        # One failed pass (e.g. the database restarting) must not stop the clock.
+        logger.exception("engine clock tick failed")
+        connection.close()
+        return False
     return True
 
 

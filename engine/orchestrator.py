@@ -13,7 +13,7 @@ every branch is done, the outputs as a list in item order.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -21,16 +21,29 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from engine import dispatch
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import lifecycle
 from workflows.expressions import ExpressionError, evaluate_condition, render
+from workflows.models import WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
 
 DONE = frozenset(
     {StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.CANCELLED}
 )
 LIVE = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
+
+
+_SPECS: dict[int, WorkflowSpec] = {}
+
+
+def spec_of(version: WorkflowVersion) -> WorkflowSpec:
+    """A version never changes, so its parsed spec is kept (per process, bounded)."""
+    spec = _SPECS.get(version.id)
+    if spec is None:
+        if len(_SPECS) >= 1024:
+            _SPECS.clear()
+        spec = _SPECS[version.id] = WorkflowSpec.from_dict(version.spec)
+    return spec
 
 
 def expression_context(
@@ -67,7 +80,6 @@ class _Plan:
     execution: Execution
     spec: WorkflowSpec
     rows: list[StepExecution]
-    dispatch: list[int] = field(default_factory=list)
 
     def parent(self, name: str) -> StepExecution | None:
         return next((r for r in self.rows if r.name == name and r.fanout_index is None), None)
@@ -78,8 +90,6 @@ class _Plan:
     def create(self, step: StepSpec, **fields: Any) -> StepExecution:
         row = StepExecution.objects.create(execution=self.execution, name=step.name, **fields)
         self.rows.append(row)
-        if row.status == StepStatus.PENDING:
-            self.dispatch.append(row.id)
         return row
 
     def fail(self, row: StepExecution, error: str, **fields: Any) -> None:
@@ -100,7 +110,7 @@ def advance(execution_id: uuid.UUID) -> None:
         )
         if execution is None or execution.status != Status.RUNNING:
             return
-        spec = WorkflowSpec.from_dict(execution.version.spec)
+        spec = spec_of(execution.version)
         deadline = workflow_deadline(execution, spec)
         if deadline is not None and timezone.now() >= deadline:
             lifecycle.execution_finish(
@@ -112,8 +122,6 @@ def advance(execution_id: uuid.UUID) -> None:
         plan = _Plan(execution, spec, list(StepExecution.objects.filter(execution=execution)))
         for step in spec.steps:
             _advance_step(plan, step)
-        ids = list(plan.dispatch)
-        transaction.on_commit(lambda: dispatch.start_steps(ids))
         outcome = _outcome(plan)
         if outcome is not None:
             lifecycle.execution_finish(execution_id, status=outcome[0], error=outcome[1])

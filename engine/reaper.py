@@ -4,26 +4,22 @@
   on behalf of the lost owner, so it is retried when attempts are left, else it fails the
   execution; the execution moves on and its slot is freed through `execution_finish`.
 - A running execution past its workflow timeout is ended `timed_out`.
-- Work whose hand-off to the broker was lost (a crash between commit and enqueue) is handed out
-  again: pending executions and pending steps that waited longer than a lease. The claims are
-  conditional, so a duplicate hand-off is harmless.
+- A running execution with nothing pending or running (an `advance` lost to a crash) advances.
+Pending work needs no reaping: the step workers claim it from its table, nothing is handed out
+that could be lost, so nothing is re-dispatched.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
-from django.db.models.functions import Coalesce, Now
-from django.utils import timezone
+from django.db.models.functions import Now
 
-from engine import dispatch, orchestrator, runner
-from executions.models import Execution, Status, StepExecution, StepStatus
-from executions.services.dispatch import execution_dispatch
+from engine import orchestrator, runner
+from executions.models import StepExecution, StepStatus
 
 logger = logging.getLogger(__name__)
 
@@ -46,20 +42,20 @@ SELECT e.id FROM executions_execution e
 
 def reap() -> int:
     """One pass; returns how many things it recovered."""
-    return expire_leases() + end_timed_out() + redispatch_lost() + advance_stalled()
+    return expire_leases() + end_timed_out() + advance_stalled()
 
 
 def expire_leases() -> int:
     expired = StepExecution.objects.filter(
         status=StepStatus.RUNNING, lease_expires_at__lt=Now()
-    ).values_list("id", "lease_owner")
+    ).values_list("id", "lease_owner", "attempt")
     recovered = 0
-    for step_id, owner in expired:
+    for step_id, owner, attempt in expired:
         outcome = runner.Outcome(
             StepStatus.FAILED,
             error=f"lease expired: worker {owner} stopped heartbeating",
         )
-        if runner.settle(step_id, owner=owner, outcome=outcome):
+        if runner.settle(step_id, owner=owner, attempt=attempt, outcome=outcome):
             logger.warning("reaped step %s of lost worker %s", step_id, owner)
             recovered += 1
     return recovered
@@ -70,27 +66,6 @@ def end_timed_out() -> int:
     for execution_id in ids:
         orchestrator.advance(execution_id)
     return len(ids)
-
-
-def redispatch_lost() -> int:
-    lease = timedelta(seconds=settings.MANTLE.engine.step_lease)
-    before = timezone.now() - lease
-    executions = list(
-        Execution.objects.filter(status=Status.PENDING)
-        .filter(Q(promoted_at__lte=before) | Q(promoted_at__isnull=True, created_at__lte=before))
-        .values_list("id", flat=True)
-    )
-    execution_dispatch(executions)
-    steps = list(
-        StepExecution.objects.filter(status=StepStatus.PENDING, execution__status=Status.RUNNING)
-        .annotate(due=Coalesce("not_before", "created_at"))
-        .filter(due__lte=before)
-        .values_list("id", flat=True)
-    )
-    # Restart the clock so one lost hand-off is handed out again once per lease, not per pass.
-    StepExecution.objects.filter(id__in=steps).update(not_before=Now())
-    dispatch.start_steps(steps)
-    return len(executions) + len(steps)
 
 
 def advance_stalled() -> int:

@@ -1,52 +1,36 @@
-"""One attempt of one step: claim it, run its action, heartbeat, settle it, move the execution on.
+"""One attempt of one step: prepare it, run its action, settle it, move the execution on.
 
-A claim is a conditional update (pending → running, with this attempt's lease owner), so two
-workers handed the same step never both run an attempt. Every later write of the attempt is
-conditional on that owner: once the reaper has taken an expired attempt over, the old owner's
-writes change nothing.
-
-The action runs in a thread; this thread heartbeats every HEARTBEAT seconds (renewing the lease
-and reading the execution's status), and abandons the action on cancel, timeout or a lost lease
-(`test/sleep` wakes up at once; an HTTP request is left to end in its abandoned thread).
+The step worker (worker.py) claims the attempt (pending → running, with its lease owner and the
+attempt number) and calls these three in turn: `prepare` and `settle` on a database thread,
+`perform` on the event loop. Every write of an attempt is conditional on (id, running, owner,
+attempt): once the reaper has taken an expired attempt over, the old owner's writes change
+nothing, even when the new attempt is claimed by the same process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import socket
-import threading
 import time
-import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Q, Value
-from django.db.models.functions import Now
+from django.db import transaction
+from django.db.models import F
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
-from engine import dispatch, orchestrator
-from engine.actions import ActionContext, ActionFailed, get_action
-from executions.models import Status, StepExecution, StepStatus
+from engine import orchestrator
+from engine.actions import Action, ActionContext, ActionFailed, get_action
+from executions.models import StepExecution, StepStatus
 from workflows.expressions import ExpressionError, render
-from workflows.schema import StepSpec, WorkflowSpec
+from workflows.schema import StepSpec
 
-HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
 BACKOFF_BASE = 1.0  # seconds before the 2nd attempt; exponential doubles it each attempt
 BACKOFF_CAP = 60.0
-
-_HEARTBEAT_SQL = """
-UPDATE executions_stepexecution s
-   SET lease_expires_at = now() + make_interval(secs => %(lease)s)
-  FROM executions_execution e
- WHERE s.id = %(id)s AND s.status = 'running' AND s.lease_owner = %(owner)s
-   AND e.id = s.execution_id
-RETURNING e.status
-"""
 
 
 @dataclass(frozen=True)
@@ -57,100 +41,72 @@ class Outcome:
     retryable: bool = True
 
 
-def lease_from_now() -> ExpressionWrapper:
-    lease = timedelta(seconds=settings.MANTLE.engine.step_lease)
-    return ExpressionWrapper(Now() + Value(lease), output_field=DateTimeField())
+@dataclass(frozen=True)
+class Prepared:
+    action: Action
+    params: Any
+    timeout: float | None  # the step's own
+    deadline: datetime | None  # the workflow's
 
 
-def new_owner() -> str:
-    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def run_step(step_id: int) -> None:
-    step = StepExecution.objects.filter(id=step_id, status=StepStatus.PENDING).first()
-    if step is None:
-        return
-    if step.not_before is not None:
-        time.sleep(max(0.0, min((step.not_before - timezone.now()).total_seconds(), BACKOFF_CAP)))
-    owner = new_owner()
-    claimed = StepExecution.objects.filter(
-        Q(not_before__isnull=True) | Q(not_before__lte=Now()),
-        id=step_id,
-        status=StepStatus.PENDING,
-        attempt=step.attempt,
-        execution__status=Status.RUNNING,
-    ).update(
-        status=StepStatus.RUNNING,
-        lease_owner=owner,
-        lease_expires_at=lease_from_now(),
-        started_at=Now(),
-    )
-    if not claimed:
-        return
+def prepare(step_id: int) -> Prepared | Outcome:
+    """The action and its rendered params; an Outcome when the step cannot run at all."""
     step = StepExecution.objects.select_related(
         "execution__version", "execution__workflow", "execution__team"
     ).get(id=step_id)
-    outcome = _run(step, owner)
-    if outcome is not None:
-        settle(step_id, owner=owner, outcome=outcome)
-
-
-def _run(step: StepExecution, owner: str) -> Outcome | None:
     execution = step.execution
-    spec = WorkflowSpec.from_dict(execution.version.spec)
+    spec = orchestrator.spec_of(execution.version)
     step_spec = next(s for s in spec.steps if s.name == step.name)
     try:
         params = _params(step, step_spec)
         action = get_action(step_spec.action)
     except (ExpressionError, ActionFailed) as exc:
         return Outcome(StepStatus.FAILED, error=str(exc), retryable=False)
-    cancelled = threading.Event()
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["output"] = action(params, ActionContext(cancelled=cancelled))
-        except ActionFailed as exc:
-            result["failure"] = Outcome(StepStatus.FAILED, output=exc.output, error=str(exc))
-        except Exception as exc:
-            result["failure"] = Outcome(StepStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
-
-    thread = threading.Thread(target=target, name=f"step-{step.id}", daemon=True)
-    started = time.monotonic()
-    step_deadline = started + step_spec.timeout if step_spec.timeout else None
-    workflow_deadline = orchestrator.workflow_deadline(execution, spec)
-    thread.start()
-    while True:
-        thread.join(HEARTBEAT)
-        if not thread.is_alive():
-            break
-        status = _heartbeat(step.id, owner)
-        if status is None:  # the lease was lost: the reaper owns this attempt now
-            cancelled.set()
-            return None
-        if status != Status.RUNNING:
-            cancelled.set()
-            return Outcome(StepStatus.CANCELLED, error=f"execution {status}", retryable=False)
-        if workflow_deadline is not None and timezone.now() >= workflow_deadline:
-            cancelled.set()
-            return Outcome(StepStatus.CANCELLED, error="workflow timed out", retryable=False)
-        if step_deadline is not None and time.monotonic() >= step_deadline:
-            cancelled.set()
-            return Outcome(StepStatus.FAILED, error=f"timed out after {step_spec.timeout:g}s")
-    if "failure" in result:
-        return result["failure"]
-    return Outcome(StepStatus.COMPLETED, output=result.get("output"))
+    deadline = orchestrator.workflow_deadline(execution, spec)
+    return Prepared(action, params, step_spec.timeout, deadline)
 
 
 def _params(step: StepExecution, step_spec: StepSpec) -> Any:
-    execution = step.execution
-    rows = list(StepExecution.objects.filter(execution=execution))
+    # Only the steps' own rows are in the expressions' scope; a branch reads its one item in SQL,
+    # never the fan-out's whole list.
+    rows = list(
+        StepExecution.objects.filter(execution_id=step.execution_id, fanout_index=None).defer(
+            "items"
+        )
+    )
     item = None
     if step.fanout_index is not None:
-        parent = next(r for r in rows if r.name == step.name and r.fanout_index is None)
-        item = (parent.items or [])[step.fanout_index]
-    context = orchestrator.expression_context(execution, rows, item=item, index=step.fanout_index)
+        item = (
+            StepExecution.objects.filter(
+                execution_id=step.execution_id, name=step.name, fanout_index=None
+            )
+            .values_list(KeyTransform(str(step.fanout_index), "items"), flat=True)
+            .get()
+        )
+    context = orchestrator.expression_context(
+        step.execution, rows, item=item, index=step.fanout_index
+    )
     return render(step_spec.params, context)
+
+
+async def perform(prepared: Prepared, context: ActionContext) -> Outcome:
+    """Run the action within the step's timeout and the workflow's deadline."""
+    limits = [prepared.timeout] if prepared.timeout else []
+    if prepared.deadline is not None:
+        limits.append((prepared.deadline - timezone.now()).total_seconds())
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(min(limits) if limits else None):
+            output = await prepared.action(prepared.params, context)
+    except TimeoutError:
+        if prepared.timeout and time.monotonic() - started >= prepared.timeout:
+            return Outcome(StepStatus.FAILED, error=f"timed out after {prepared.timeout:g}s")
+        return Outcome(StepStatus.CANCELLED, error="workflow timed out", retryable=False)
+    except ActionFailed as exc:
+        return Outcome(StepStatus.FAILED, output=exc.output, error=str(exc))
+    except Exception as exc:
+        return Outcome(StepStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    return Outcome(StepStatus.COMPLETED, output=output)
 
 
 def _bounded(outcome: Outcome) -> Outcome:
@@ -164,24 +120,15 @@ def _bounded(outcome: Outcome) -> Outcome:
     return Outcome(StepStatus.FAILED, error=error, retryable=False)
 
 
-def _heartbeat(step_id: int, owner: str) -> str | None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _HEARTBEAT_SQL,
-            {"lease": settings.MANTLE.engine.step_lease, "id": step_id, "owner": owner},
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
-
-
-def settle(step_id: int, *, owner: str, outcome: Outcome) -> bool:
-    """End the attempt held by `owner` (a retry when attempts are left), then advance the
-    execution. False when the attempt is no longer this owner's."""
+def settle(step_id: int, *, owner: str, attempt: int, outcome: Outcome) -> bool:
+    """End the attempt held by `owner` (a retry when attempts are left: pending again, claimable
+    after its backoff, holding no slot meanwhile), then advance the execution. False when the
+    attempt is no longer this owner's."""
     with transaction.atomic():
         step = (
-            StepExecution.objects.select_for_update()
+            StepExecution.objects.select_for_update(of=("self",))
             .select_related("execution__version")
-            .filter(id=step_id, status=StepStatus.RUNNING, lease_owner=owner)
+            .filter(id=step_id, status=StepStatus.RUNNING, lease_owner=owner, attempt=attempt)
             .first()
         )
         if step is None:
@@ -194,7 +141,6 @@ def settle(step_id: int, *, owner: str, outcome: Outcome) -> bool:
             step.status = StepStatus.PENDING
             step.attempt = F("attempt") + 1
             step.not_before = timezone.now() + timedelta(seconds=retry)
-            transaction.on_commit(lambda: dispatch.start_steps([step_id]))
         else:
             step.status = outcome.status
             step.completed_at = timezone.now()
@@ -207,7 +153,7 @@ def settle(step_id: int, *, owner: str, outcome: Outcome) -> bool:
 def _retry_delay(step: StepExecution, outcome: Outcome) -> float | None:
     if outcome.status != StepStatus.FAILED or not outcome.retryable:
         return None
-    spec = WorkflowSpec.from_dict(step.execution.version.spec)
+    spec = orchestrator.spec_of(step.execution.version)
     retry = next(s for s in spec.steps if s.name == step.name).retry
     if step.attempt >= retry.max_attempts:
         return None

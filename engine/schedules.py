@@ -1,16 +1,14 @@
 """django-q2 schedules, declared here and upserted idempotently at start-up (`mantle serve`).
 
-`mantle-engine-clock` runs every minute and restarts the engine clock (engine/clock.py) if its chain
-of tasks was broken; django-q2 looks at schedules only every 30 s, so the clock, not the
-schedule, gives the sub-minute intervals. `start_engine` also kicks the clock right away.
+`mantle-engine-clock` runs one pass of the engine clock (engine/clock.py) every minute, for a
+cluster without step workers; where step workers run, their clock ticks every 0.25 s and this
+pass finds the clock's lock held and does nothing.
 """
 
 from __future__ import annotations
 
 from django.utils import timezone
 from django_q.models import Schedule
-
-from engine import dispatch
 
 SCHEDULES = {
     "mantle-engine-clock": {
@@ -29,9 +27,3 @@ def upsert_schedules() -> None:
             schedule.next_run = timezone.now()
             schedule.save(update_fields=["next_run"])
     Schedule.objects.filter(name__startswith="mantle-").exclude(name__in=SCHEDULES).delete()
-
-
-def start_engine() -> None:
-    """At start-up: the schedules, and the clock now rather than at the first schedule run."""
-    upsert_schedules()
-    dispatch.start_clock({})

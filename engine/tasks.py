@@ -1,13 +1,15 @@
 """django-q2 task entry points. Tasks take ids and are idempotent: every claim is conditional,
-so a task delivered twice (a retried hand-off, the reaper's re-dispatch) does nothing the
-second time."""
+so a task delivered twice does nothing the second time.
+
+Executions and steps do not travel through django-q2 (the step workers claim them from their
+tables, engine/dispatch.py); `run_execution` and `run_step` run the tasks the previous release
+queued."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from engine import clock, orchestrator, runner
+from engine import clock, orchestrator
 from executions.services import lifecycle
 
 
@@ -18,8 +20,9 @@ def run_execution(execution_id: str) -> None:
 
 
 def run_step(step_id: int) -> None:
-    runner.run_step(step_id)
+    """Nothing to do: a pending step is claimed by a step worker, whoever announced it."""
 
 
-def engine_clock(state: dict[str, Any] | None = None) -> None:
-    clock.run(state)
+def engine_clock() -> None:
+    """The schedule `mantle-engine-clock`: one pass of the clock, unless a step worker runs it."""
+    clock.run_once()

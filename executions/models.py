@@ -71,6 +71,12 @@ class Execution(models.Model):
                 name="execution_workflow_queue",
                 condition=Q(status=Status.QUEUED),
             ),
+            # Pending executions, oldest first: what the step workers start.
+            models.Index(
+                fields=["created_at"],
+                name="execution_pending",
+                condition=Q(status=Status.PENDING),
+            ),
             models.Index(fields=["team", "-created_at"], name="execution_team_recent"),
             # The admin's changelist: newest first, and its date hierarchy's min/max.
             models.Index(fields=["created_at", "id"], name="execution_created_at"),
@@ -127,7 +133,13 @@ class StepExecution(models.Model):
                 fields=["lease_expires_at"],
                 name="step_running_leases",
                 condition=Q(status=StepStatus.RUNNING),
-            )
+            ),
+            # Pending steps: what the step workers claim, and the earliest `not_before`.
+            models.Index(
+                fields=["not_before"],
+                name="step_pending",
+                condition=Q(status=StepStatus.PENDING),
+            ),
         ]
 
     def __str__(self) -> str:

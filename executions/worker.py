@@ -27,4 +27,4 @@ def run_step(step_id: int) -> None:
 def engine_clock(state: dict[str, Any] | None = None) -> None:
     from engine import tasks
 
-    tasks.engine_clock(state)
+    tasks.engine_clock()

@@ -30,14 +30,20 @@ class DatabaseConfig:
     url: str | None = None
 
 
+def _default_workers() -> int:
+    """One step-worker process per core: each runs its slots on one event loop (one core)."""
+    return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     max_concurrent_executions_per_team: int = 0
     queue_poll_interval: float = 30.0
     step_lease: float = 60.0
     reaper_interval: float = 30.0
-    workers: int = 4
-    broker: str = "orm"
+    workers: int = field(default_factory=_default_workers)  # step-worker processes per serve
+    slots_per_worker: int = 100  # steps one step-worker process runs at once
+    broker: str = "orm"  # django-q2's broker (schedules); steps never go through it
     http: HttpConfig = field(default_factory=HttpConfig)
     # Request headers never stored in a webhook's trigger (fnmatch patterns, lower case).
     redact_headers: tuple[str, ...] = (
@@ -173,6 +179,7 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "step_lease": parse_duration,
         "reaper_interval": parse_duration,
         "workers": _positive_int,
+        "slots_per_worker": _positive_int,
         "broker": _broker,
         "http": _http,
         "redact_headers": _header_patterns,

@@ -150,23 +150,20 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"ExecutionStatusEnum": "executions.models.Status"},
 }
 
-# django-q2: the cluster that runs executions and steps (one step attempt per worker process at
-# a time) and the engine clock (engine/clock.py). `poll` is how often an idle ORM-broker
-# pusher looks for tasks: it bounds the admit → running latency on an idle cluster (the Redis
-# broker blocks on BLPOP instead and wakes at once). `queue_limit` = workers keeps a busy cluster
-# from prefetching tasks that an idle cluster on another machine could run. Every task settles
-# its own state, so django-q2 never retries one (`max_attempts` 1); the reaper recovers work
-# of a worker that died. A step's own timeout is enforced by the engine, not by `timeout`.
+# django-q2: the cluster that runs the schedules (engine/schedules.py) and tasks queued by the
+# previous release. Steps and executions never go through it: the step workers (engine/worker.py)
+# claim them from their tables. Nothing here is latency-sensitive, so one worker polls the ORM
+# broker once a second. Every task settles its own state, so django-q2 never retries one.
 Q_CLUSTER = {
     "name": "mantle",
-    "workers": MANTLE.engine.workers,
+    "workers": 1,
     "timeout": 3600,
     "retry": 3700,
     "max_attempts": 1,
     "ack_failures": True,
     "catch_up": False,
-    "poll": 0.1,
-    "queue_limit": MANTLE.engine.workers,
+    "poll": 1.0,
+    "queue_limit": 1,
     "save_limit": 200,
     "label": "Django Q2",
     **({"orm": "default"} if MANTLE.engine.broker == "orm" else {"redis": MANTLE.engine.broker}),

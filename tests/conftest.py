@@ -10,7 +10,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django_q.conf import Conf
 
-from engine import schedules
 from teams.models import Team
 from tests.factories import TeamFactory, UserFactory, WorkflowFactory
 from tests.processes import ENGINE, Cluster, Server, database_url
@@ -52,22 +51,21 @@ def engine(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> Iterator[Callable[..., Cluster]]:
-    """engine(workers=4, broker="orm"): start a worker cluster on the test database (leases and
-    intervals of tests.processes.ENGINE); every cluster stops at teardown. Their output is in
-    tmp_path/cluster-<n>.log."""
+    """engine(workers=2, slots=100, broker="orm"): start the workers (`mantle serve
+    --workers-only`: `workers` step-worker processes of `slots` slots) on the test database
+    (leases and intervals of tests.processes.ENGINE); every cluster stops at teardown. Their
+    output is in tmp_path/cluster-<n>.log."""
     engine_config(**ENGINE)
     clusters: list[Cluster] = []
 
-    def start(*, workers: int = 4, broker: str = "orm") -> Cluster:
+    def start(*, workers: int = 2, slots: int = 100, broker: str = "orm") -> Cluster:
         if broker != "orm":
             # This process hands work to the same broker as the cluster.
             monkeypatch.setattr(Conf, "ORM", None)
             monkeypatch.setattr(Conf, "REDIS", broker)
-        log = (tmp_path / f"cluster-{len(clusters)}.log").open("wb")
-        cluster = Cluster(workers=workers, broker=broker, log=log)
+        log = tmp_path / f"cluster-{len(clusters)}.log"
+        cluster = Cluster(workers=workers, slots=slots, broker=broker, log=log)
         clusters.append(cluster)
-        if len(clusters) == 1:
-            schedules.start_engine()
         return cluster
 
     yield start

@@ -1,6 +1,7 @@
-"""Real processes for the tests that need them: a worker cluster (`python -m django qcluster`)
-and `mantle serve`, each against a database given as a URL, with short leases and intervals from
-MANTLE_ENGINE_* variables. The fixtures that start them (`engine`, `serve`) are in conftest.py."""
+"""Real processes for the tests that need them: the workers (`mantle serve --workers-only`: step
+workers and the django-q2 cluster) and `mantle serve`, each against a database given as a URL,
+with short leases and intervals from MANTLE_ENGINE_* variables. The fixtures that start them
+(`engine`, `serve`) are in conftest.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -39,22 +39,28 @@ def free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, *, workers: int, broker: str, log: IO[bytes]) -> None:
+    """`mantle serve --workers-only` with `workers` step-worker processes of `slots` slots."""
+
+    def __init__(self, *, workers: int, slots: int, broker: str, log: Path) -> None:
+        self.log = log
         env = {
             **os.environ,
             **CONFIG,
             "DATABASE_URL": database_url(),
             "MANTLE_ENGINE_WORKERS": str(workers),
+            "MANTLE_ENGINE_SLOTS_PER_WORKER": str(slots),
             "MANTLE_ENGINE_BROKER": broker,
             **{f"MANTLE_ENGINE_{key.upper()}": str(value) for key, value in ENGINE.items()},
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "django", "qcluster"],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        with log.open("wb") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "mantle_serve", "--workers-only"],
+                env=env,
+                cwd=ROOT,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -62,7 +68,7 @@ class Cluster:
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)  # serve and its children
                 self.process.wait(timeout=5)
 
 

@@ -1,25 +1,29 @@
-"""Actions a step can run, one module each: a module of this package with `NAME` and `run` is
-registered in workflows.actions under its `NAME` when the engine app loads (adding an action is
-adding a module)."""
+"""Actions a step can run, one module each: a module of this package with `NAME` and an async
+`run(params, context)` is registered in workflows.actions under its `NAME` when the engine app
+loads (adding an action is adding a module).
+
+Actions run on the step worker's event loop, many at once: an action waits (`await`) and never
+blocks. The runner cancels an action's task when the attempt is given up (cancel, timeout, a
+lost lease): the action needs no cancellation logic of its own."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from workflows.actions import action_get, action_register
 
 
 @dataclass(frozen=True)
 class ActionContext:
-    """Set when the runner gives up on the attempt (cancel, timeout, lost lease): an action
-    that waits should wait on it and return early."""
+    """What the step worker shares with every action: one HTTP client (its connection pool)."""
 
-    cancelled: threading.Event
+    http: httpx.AsyncClient
 
 
 class ActionFailed(Exception):
@@ -30,7 +34,7 @@ class ActionFailed(Exception):
         self.output = output
 
 
-Action = Callable[[dict[str, Any], ActionContext], Any]
+Action = Callable[[dict[str, Any], ActionContext], Awaitable[Any]]
 
 
 def actions_register() -> None:

@@ -9,5 +9,5 @@ from engine.actions import ActionContext
 NAME = "test/echo"
 
 
-def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
+async def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     return params

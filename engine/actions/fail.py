@@ -9,5 +9,5 @@ from engine.actions import ActionContext, ActionFailed
 NAME = "test/fail"
 
 
-def run(params: dict[str, Any], context: ActionContext) -> None:
+async def run(params: dict[str, Any], context: ActionContext) -> None:
     raise ActionFailed(str(params.get("message", "test/fail")))

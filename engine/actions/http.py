@@ -6,6 +6,7 @@ output kept. Every hop, redirects included, goes only where the egress policy al
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,7 +21,7 @@ NAME = "http/request"
 DEFAULT_TIMEOUT = 30.0
 
 
-def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
+async def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     url = params.get("url")
     if not isinstance(url, str) or not url:
         raise ActionFailed("http/request needs a url")
@@ -37,8 +38,9 @@ def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     elif body is not None:
         content = {"content": str(body).encode()}
     try:
-        with httpx.Client(timeout=timeout, trust_env=False) as client:
-            response, text = _send(client, method, httpx.URL(url), headers, content)
+        response, text = await _send(
+            context.http, method, httpx.URL(url), headers, {**content, "timeout": timeout}
+        )
     except httpx.InvalidURL as exc:
         raise ActionFailed(f"{url!r} is not a valid URL: {exc}") from None
     except EgressRefused as exc:
@@ -60,8 +62,8 @@ def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     return output
 
 
-def _send(
-    client: httpx.Client,
+async def _send(
+    client: httpx.AsyncClient,
     method: str,
     url: httpx.URL,
     headers: dict[str, str],
@@ -69,7 +71,7 @@ def _send(
 ) -> tuple[httpx.Response, str]:
     policy = settings.MANTLE.engine.http
     for _hop in range(MAX_REDIRECTS + 1):
-        destination = destination_resolve(url, policy)
+        destination = await asyncio.to_thread(destination_resolve, url, policy)
         request = client.build_request(
             method,
             destination.url,
@@ -77,18 +79,18 @@ def _send(
             extensions=destination.extensions,
             **content,
         )
-        response = client.send(request, stream=True)
+        response = await client.send(request, stream=True)
         try:
             hop = redirect_next(response, url, method)
             if hop is None:
-                return response, _read(response, policy.max_response_bytes)
+                return response, await _read(response, policy.max_response_bytes)
         finally:
-            response.close()
+            await response.aclose()
         if hop[0].host != url.host:
             headers = _without(headers, "authorization")
         url, next_method = hop
         if next_method != method:
-            method, content = next_method, {}
+            method, content = next_method, {"timeout": content["timeout"]}
     raise ActionFailed(f"{url}: more than {MAX_REDIRECTS} redirects")
 
 
@@ -96,9 +98,9 @@ def _without(headers: dict[str, str], name: str) -> dict[str, str]:
     return {key: value for key, value in headers.items() if key.lower() != name}
 
 
-def _read(response: httpx.Response, limit: int) -> str:
+async def _read(response: httpx.Response, limit: int) -> str:
     body = bytearray()
-    for chunk in response.iter_bytes():
+    async for chunk in response.aiter_bytes():
         body += chunk
         if len(body) > limit:
             raise ActionFailed(

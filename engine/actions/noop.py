@@ -9,5 +9,5 @@ from engine.actions import ActionContext
 NAME = "test/noop"
 
 
-def run(params: dict[str, Any], context: ActionContext) -> None:
+async def run(params: dict[str, Any], context: ActionContext) -> None:
     return None

@@ -2,7 +2,7 @@
 
 A request, a CLI call, a cron tick and a webhook all come here. The decision is the PL/pgSQL
 function `mantle_admit` (executions/sql/mantle_admit.sql), one statement: lock the team, then the
-workflow; count the slot holders; insert `pending` (with its task for the worker cluster), insert
+workflow; count the slot holders; insert `pending` (the step workers claim it), insert
 `queued`, or reject without writing anything. Called outside a transaction, that statement is
 the transaction: the locks are held for the function and its commit, and no Python runs under
 them. Inside a caller's transaction, the locks are held until that transaction ends.
@@ -21,7 +21,6 @@ from django.db import connection, transaction
 from core import locks
 from executions import metrics
 from executions.models import Execution, Rejection, Status
-from executions.services import dispatch
 from executions.sql import REJECTED, queries
 from teams.models import Team, effective_team_limit
 from workflows.models import WorkflowDefinition, WorkflowVersion
@@ -114,7 +113,6 @@ def _admit_locked(
     idempotency_key: str | None,
 ) -> Admission:
     execution_id = uuid.uuid4()
-    task_key, task = dispatch.execution_task_build(execution_id) or (None, None)
     fields: dict[str, Any] = {
         "inputs": inputs,
         "trigger": trigger or {},
@@ -139,8 +137,10 @@ def _admit_locked(
                 "team_namespace": locks.Namespace.TEAM,
                 "workflow_namespace": locks.Namespace.WORKFLOW,
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
-                "task_key": task_key,
-                "task": task,
+                # The step workers claim pending executions from the table (woken by the
+                # NOTIFY of migration 0005); no django-q2 task is written.
+                "task_key": None,
+                "task": None,
             },
         )
         outcome, scope, limit, created_at, position = cursor.fetchone()
@@ -168,6 +168,4 @@ def _admit_locked(
     execution.team, execution.workflow, execution.version = team, workflow, version
     if outcome == Status.QUEUED:
         return Admission(execution=execution, queue_position=position)
-    if task is None:
-        transaction.on_commit(lambda: dispatch.execution_dispatch([execution_id]))
     return Admission(execution=execution, queue_position=None)

@@ -19,7 +19,6 @@ from django.db.backends.utils import CursorWrapper
 from core import locks
 from executions import metrics
 from executions.models import BlockedBy
-from executions.services import dispatch
 from executions.sql import queries
 from teams.models import effective_team_limit
 
@@ -70,7 +69,6 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
         transaction.on_commit(
             lambda: metrics.count_promotions(team=team_slug, trigger=trigger, waits=waits)
         )
-        transaction.on_commit(lambda: dispatch.execution_dispatch(ids))
     return ids
 
 

@@ -18,6 +18,10 @@ from pathlib import Path
 from core import locks
 from executions.models import SLOT_HOLDING, Status
 
+# The channel on which every row that becomes pending (an execution or a step) is announced, at
+# commit, by the trigger of migration 0005: the step workers LISTEN on it.
+WORK_CHANNEL = "mantle_work"
+
 _HERE = Path(__file__).parent
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 _INCLUDE = re.compile(r"\{(\w+)(?::(\w+))?\}")

@@ -4,13 +4,16 @@ default policy must keep unreachable by every spelling and through redirects."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import cast
 
+import httpx
 import pytest
 
 from engine.actions import ActionContext, ActionFailed
@@ -69,7 +72,13 @@ def policy(engine_config: Callable[..., None]) -> Callable[[HttpConfig], None]:
 
 
 def fetch(url: str) -> dict:
-    return run({"url": url, "timeout": "5s"}, ActionContext(cancelled=threading.Event()))
+    async def fetch_() -> dict:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return await run({"url": url, "timeout": "5s"}, ActionContext(http=client))
+
+    # On a thread of its own: an event loop may already run in this one (the browser tests').
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, fetch_()).result()
 
 
 @pytest.mark.parametrize(

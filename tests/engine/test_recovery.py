@@ -48,7 +48,7 @@ def test_a_killed_worker_is_reaped_and_the_queue_moves_on(
 def test_30_executions_with_a_limit_of_2_run_two_at_a_time_in_fifo_order(
     engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
 ) -> None:
-    engine(workers=5)
+    engine()
     workflow = apply(NAP.replace("max_parallel_executions: 1", "max_parallel_executions: 2"))
     admitted = [run(workflow, seconds=0.1) for _ in range(30)]
     for execution in admitted:

@@ -41,7 +41,7 @@ inputs:
 def test_a_fanout_of_20_never_runs_more_than_max_parallel_branches(
     engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
 ) -> None:
-    engine(workers=6)
+    engine()
     workflow = apply(FANOUT.replace('"{{ inputs.items }}"', str(list(range(20)))))
     execution = wait_terminal(run(workflow), timeout=40)
     assert execution.status == "completed", execution.error

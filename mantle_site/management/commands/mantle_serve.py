@@ -1,12 +1,16 @@
-"""`mantle serve`: the web app (gunicorn) and the worker cluster (django-q2) in the foreground.
+"""`mantle serve`: the web app (gunicorn), the django-q2 cluster (schedules), the engine clock
+and `engine.workers` step-worker processes, in the foreground.
 
-Ctrl-C or SIGTERM stops both (and the embedded PostgreSQL when this process started it). With
---web-only / --workers-only, machines sharing one PostgreSQL split the roles.
+Ctrl-C or SIGTERM stops them all (and the embedded PostgreSQL when this process started it); the
+children get SIGTERM if this process is killed, so none is left behind. A step worker or the
+clock that dies is started again (the reaper recovers what a worker held). With --web-only /
+--workers-only, machines sharing one PostgreSQL split the roles.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -23,8 +27,19 @@ from engine import schedules
 from executions import metrics
 from mantle_site import embedded_db
 
-# How long the web app and the cluster get to stop on Ctrl-C / SIGTERM before they are killed.
+# How long the children get to stop on Ctrl-C / SIGTERM before they are killed.
 STOP_GRACE = 30.0
+STEP_WORKER = [sys.executable, "-m", "django", "mantle_worker"]
+CLOCK = [sys.executable, "-m", "django", "mantle_clock"]
+RESTARTED = (STEP_WORKER, CLOCK)
+RESTART_DELAY = 1.0  # seconds a restarted process runs before it may be started again
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: SIGTERM when `mantle serve` dies, even by kill -9 (Linux)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -50,14 +65,14 @@ class Command(BaseCommand):
         if not workers_only:
             commands.append(self.web_command(bind or settings.MANTLE.server.bind))
         if not web_only:
-            schedules.start_engine()
+            schedules.upsert_schedules()
             commands.append([sys.executable, "-m", "django", "qcluster"])
+            commands.append(CLOCK)
+            commands.extend([STEP_WORKER] * settings.MANTLE.engine.workers)
         env = self.child_env()
-        # Each child leads a process group of its own, so stopping it reaches its workers too.
-        children = [
-            subprocess.Popen(command, env=env, start_new_session=True) for command in commands
-        ]
-        stopping = False
+        children = [self.start(command, env) for command in commands]
+        started = [time.monotonic()] * len(children)
+        stopping = broken = False
 
         def stop(signum: int, frame: object) -> None:
             nonlocal stopping
@@ -65,7 +80,17 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        while not stopping and all(child.poll() is None for child in children):
+        while not stopping:
+            for index, child in enumerate(children):
+                if child.poll() is None:
+                    continue
+                if commands[index] not in RESTARTED:
+                    broken = True  # the web app or the cluster failed: stop everything
+                elif time.monotonic() - started[index] >= RESTART_DELAY:
+                    children[index] = self.start(commands[index], env)
+                    started[index] = time.monotonic()
+            if broken:
+                break
             time.sleep(0.2)
         for child in children:
             _signal_group(child, signal.SIGTERM)
@@ -81,8 +106,14 @@ class Command(BaseCommand):
         if settings.USES_EMBEDDED_DB:
             embedded_db.stop()
         failed = [child.returncode for child in children if child.returncode not in (0, -15)]
-        if failed and not stopping:
+        if broken or (failed and not stopping):
             raise SystemExit(1)
+
+    def start(self, command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        # Each child leads a process group of its own, so stopping it reaches its workers too.
+        return subprocess.Popen(
+            command, env=env, start_new_session=True, preexec_fn=_die_with_parent
+        )
 
     def child_env(self) -> dict[str, str]:
         """Every child counts its metrics in one shared directory (prometheus_client's

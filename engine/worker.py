@@ -1,0 +1,259 @@
+"""A step-worker process: up to `engine.slots_per_worker` step attempts at once.
+
+One asyncio event loop runs the actions (a step waiting on I/O holds a slot, not a process);
+database work goes through a small pool of threads, each with its own connection, never one
+connection per step. Beside the loop, the listener thread: LISTEN on the work channel; a
+notification wakes the claim loop. (The engine clock runs in a process of its own, so a worker
+that hangs never stops the reaper that recovers its steps.)
+
+The claim loop claims pending executions (and advances them) and due steps, at most as many
+steps as it has free slots, then sleeps until a notification, a freed slot, the earliest
+retry's `not_before`, or the safety poll. Every HEARTBEAT one statement renews the leases of all
+the attempts the process holds and reads their executions' status: a cancelled or timed-out
+execution stops its steps within a heartbeat, and an attempt whose lease was taken over is
+abandoned without a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+from core import locks
+from engine import dispatch, orchestrator, runner
+from engine.actions import ActionContext
+from executions.models import Status, StepStatus
+from executions.sql import WORK_CHANNEL
+
+HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
+SAFETY_POLL = 5.0  # seconds between claims when nothing wakes the loop
+DB_THREADS = 4
+STOP_GRACE = 3.0  # seconds a stopping worker lets running attempts finish before handing back
+EXECUTION_BATCH = 50
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def new_owner() -> str:
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return function(*args, **kwargs)
+    except DatabaseError:
+        connection.close()  # a broken connection is opened afresh by the next call
+        raise
+
+
+@dataclass
+class _Held:
+    attempt: int
+    action: asyncio.Task[runner.Outcome] | None = None
+    stopped: bool = False
+    # Why the attempt was stopped: the outcome to settle, or None to walk away (the lease was
+    # taken over, or the worker is stopping and hands the step back).
+    verdict: runner.Outcome | None = None
+
+
+class StepWorker:
+    def __init__(self, *, slots: int) -> None:
+        self.slots = slots
+        self.owner = new_owner()
+        self.held: dict[int, _Held] = {}
+        self.stopping = False
+        self.db = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="db")
+        # Leases renew on a connection of their own, never queued behind the steps' work.
+        self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
+        self.background: set[asyncio.Future[Any]] = set()
+        self.wake = asyncio.Event()
+
+    async def run(self) -> None:
+        limits = httpx.Limits(max_connections=self.slots, max_keepalive_connections=self.slots)
+        # Redirects are followed by http/request itself, each hop checked (engine/egress.py).
+        async with httpx.AsyncClient(trust_env=False, limits=limits) as http:
+            self.context = ActionContext(http=http)
+            heartbeat = asyncio.create_task(self._heartbeat_loop())
+            await self._claim_loop()
+            await self._drain()
+            heartbeat.cancel()
+        self.db.shutdown()
+        self.leases.shutdown()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+
+    def _db(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        return self._on(self.db, function, *args, **kwargs)
+
+    def _on(
+        self, pool: ThreadPoolExecutor, function: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(pool, lambda: _in_thread(function, *args, **kwargs))
+
+    async def _claim_loop(self) -> None:
+        while not self.stopping:
+            self.wake.clear()  # before claiming: a notification during the claim is not lost
+            try:
+                claimed = await self._claim()
+                timeout = 0.0 if claimed else await self._idle_timeout()
+            except DatabaseError:
+                logger.exception("claim failed; retrying")
+                timeout = 1.0
+            if timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout)
+
+    async def _claim(self) -> bool:
+        """Claim what this worker has room for; True when it may find more at once."""
+        free = self.slots - len(self.held)
+        if free <= 0:
+            return False
+        executions = await self._db(dispatch.executions_claim, min(free, EXECUTION_BATCH))
+        for execution_id in executions:
+            self._background(self._db(orchestrator.advance, execution_id))
+        steps = await self._db(dispatch.steps_claim, self.owner, free)
+        for step_id, attempt in steps:
+            held = self.held[step_id] = _Held(attempt)
+            self._background(asyncio.create_task(self._attempt(step_id, held)))
+        return len(steps) == free or len(executions) == min(free, EXECUTION_BATCH)
+
+    async def _idle_timeout(self) -> float:
+        due = await self._db(dispatch.steps_next_due)
+        return SAFETY_POLL if due is None else min(max(due, 0.001), SAFETY_POLL)
+
+    def _background(self, future: asyncio.Future[Any]) -> None:
+        self.background.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: asyncio.Future[Any]) -> None:
+        self.background.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            logger.error("engine work failed", exc_info=future.exception())
+
+    async def _attempt(self, step_id: int, held: _Held) -> None:
+        try:
+            prepared = await self._db(runner.prepare, step_id)
+            if isinstance(prepared, runner.Outcome):
+                outcome: runner.Outcome | None = prepared
+            elif held.stopped:
+                outcome = held.verdict
+            else:
+                held.action = asyncio.create_task(runner.perform(prepared, self.context))
+                try:
+                    outcome = await held.action
+                except asyncio.CancelledError:
+                    outcome = held.verdict
+            if outcome is None:
+                logger.warning("step %s attempt %s: given up by %s", step_id, held.attempt, self)
+                return
+            settled = await self._db(
+                runner.settle, step_id, owner=self.owner, attempt=held.attempt, outcome=outcome
+            )
+            if not settled:
+                logger.warning(
+                    "step %s attempt %s: no longer held by %s, result dropped",
+                    step_id,
+                    held.attempt,
+                    self,
+                )
+        finally:
+            del self.held[step_id]
+            self.wake.set()
+
+    def _halt(self, held: _Held, verdict: runner.Outcome | None) -> None:
+        held.stopped, held.verdict = True, verdict
+        if held.action is not None:
+            held.action.cancel()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT)
+            if not self.held:
+                continue
+            snapshot = {step_id: held.attempt for step_id, held in self.held.items()}
+            try:
+                statuses = await self._on(self.leases, dispatch.leases_renew, self.owner, snapshot)
+            except DatabaseError:
+                logger.exception("heartbeat failed")  # the leases run on; the reaper has the rest
+                continue
+            for step_id, attempt in snapshot.items():
+                held = self.held.get(step_id)
+                if held is None or held.attempt != attempt or held.stopped:
+                    continue
+                status = statuses.get(step_id)
+                if status is None:
+                    self._halt(held, None)
+                elif status != Status.RUNNING:
+                    error = f"execution {status}"
+                    self._halt(
+                        held, runner.Outcome(StepStatus.CANCELLED, error=error, retryable=False)
+                    )
+
+    async def _drain(self) -> None:
+        """Let running attempts finish for STOP_GRACE, then hand the rest back."""
+        if self.background:
+            await asyncio.wait(list(self.background), timeout=STOP_GRACE)
+        left = {step_id: held.attempt for step_id, held in self.held.items()}
+        for held in list(self.held.values()):
+            self._halt(held, None)
+        if left:
+            released = await self._db(dispatch.leases_release, self.owner, left)
+            logger.warning("%s stopped: handed back %s running steps", self, released)
+        if self.background:
+            await asyncio.wait(list(self.background), timeout=STOP_GRACE)
+
+    def __str__(self) -> str:
+        return f"worker {self.owner}"
+
+
+def _listen(loop: asyncio.AbstractEventLoop, wake: asyncio.Event, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            with locks.listen(WORK_CHANNEL) as wait:
+                # (Re)connected: work may have been announced while no one listened.
+                loop.call_soon_threadsafe(wake.set)
+                while not stop.is_set():
+                    if wait(1.0):
+                        loop.call_soon_threadsafe(wake.set)
+        except DatabaseError:
+            logger.warning("listener lost its connection; reconnecting", exc_info=True)
+            stop.wait(1.0)
+
+
+async def _serve(worker: StepWorker, stop: threading.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, worker.stop)
+    run = asyncio.create_task(worker.run())
+    listener = threading.Thread(target=_listen, args=(loop, worker.wake, stop), name="listener")
+    listener.start()
+    try:
+        await run
+    finally:
+        stop.set()
+        await asyncio.to_thread(listener.join)
+
+
+def serve() -> None:
+    """Run a step worker until SIGTERM / SIGINT."""
+    worker = StepWorker(slots=settings.MANTLE.engine.slots_per_worker)
+    asyncio.run(_serve(worker, threading.Event()))
