@@ -42,4 +42,6 @@ def describe(*, server_label: str) -> dict[str, str]:
         "OS": platform.platform(),
         "PostgreSQL": f"{pg_version} ({server_label}, synchronous_commit={synchronous_commit})",
         "Python": platform.python_version(),
+        # Ratios hold up on a shared machine; absolute rates do not.
+        "Load average (1, 5, 15 min) at the end": ", ".join(f"{v:.2f}" for v in os.getloadavg()),
     }
