@@ -20,24 +20,9 @@ from django.db.models.functions import Now
 
 from engine import orchestrator, runner
 from executions.models import StepExecution, StepStatus
+from executions.sql import queries
 
 logger = logging.getLogger(__name__)
-
-_PAST_WORKFLOW_TIMEOUT = """
-SELECT e.id FROM executions_execution e
-  JOIN workflows_workflowversion v ON v.id = e.version_id
- WHERE e.status = 'running' AND jsonb_typeof(v.spec -> 'timeout') = 'number'
-   AND e.started_at + make_interval(secs => (v.spec ->> 'timeout')::float) <= now()
-"""
-
-# Running executions where nothing is pending or running: an `advance` was lost.
-_STALLED = """
-SELECT e.id FROM executions_execution e
- WHERE e.status = 'running' AND e.started_at <= now() - make_interval(secs => %(lease)s)
-   AND NOT EXISTS (SELECT 1 FROM executions_stepexecution s
-                    WHERE s.execution_id = e.id
-                      AND (s.status = 'pending' OR (s.status = 'running' AND s.lease_owner <> '')))
-"""
 
 
 def reap() -> int:
@@ -62,14 +47,14 @@ def expire_leases() -> int:
 
 
 def end_timed_out() -> int:
-    ids = _ids(_PAST_WORKFLOW_TIMEOUT, {})
+    ids = _ids(queries["executions_past_timeout"], {})
     for execution_id in ids:
         orchestrator.advance(execution_id)
     return len(ids)
 
 
 def advance_stalled() -> int:
-    ids = _ids(_STALLED, {"lease": settings.MANTLE.engine.step_lease})
+    ids = _ids(queries["executions_stalled"], {"lease": settings.MANTLE.engine.step_lease})
     for execution_id in ids:
         orchestrator.advance(execution_id)
     return len(ids)

@@ -53,8 +53,8 @@ def test_every_import_points_down():
     assert not upward, (
         f"imports that do not point down ({ORDER}): {upward}. Move the code to the lower "
         "package, or let the lower one announce what happened (a signal, like "
-        "teams.signals.limit_loosened) or name what runs (a dotted task path, like "
-        "executions.services.dispatch.RUN_EXECUTION) instead of importing upward"
+        "teams.signals.limit_loosened) or leave a row for it to claim (as admission leaves a "
+        "pending execution for the step workers) instead of importing upward"
     )
 
 
