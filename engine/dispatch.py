@@ -6,6 +6,11 @@ worker LISTENs and claims with `FOR UPDATE SKIP LOCKED`, never more steps than i
 (back-pressure: what one worker cannot take, another worker or machine takes). Nothing can be
 lost between a commit and a hand-off, so nothing is ever re-dispatched.
 
+Claims go by branch index first (a plain step counts as index 0), then age: the first branches
+of every fan-out and every plain step come before the later branches of any fan-out, so one
+execution's huge fan-out never holds back another execution's start (the orchestrator keeps at
+most FANOUT_WINDOW branches of a fan-out pending).
+
 Leases are per process: one statement renews every lease a worker holds and reads back the
 status of each step's execution.
 """
@@ -32,7 +37,7 @@ UPDATE executions_stepexecution s
                   JOIN executions_execution e ON e.id = p.execution_id
                  WHERE p.status = 'pending' AND (p.not_before IS NULL OR p.not_before <= now())
                    AND e.status = 'running'
-                 ORDER BY p.id LIMIT %(limit)s
+                 ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
                    FOR UPDATE OF p SKIP LOCKED)
 RETURNING s.id, s.attempt
 """

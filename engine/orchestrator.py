@@ -6,8 +6,11 @@ branches at the same moment) are serialised: step rows are only created here, an
 step's `max_parallel` is decided by counting its live branch rows under that lock.
 
 Rows: one per step (fanout_index null); a fan-out step also has one row per started branch
-(fanout_index 0…n-1), created lazily as the cap allows; its parent row holds the items and, once
-every branch is done, the outputs as a list in item order.
+(fanout_index 0…n-1), created as branches become runnable: never more than `max_parallel`, nor
+FANOUT_WINDOW, live at once, so a fan-out of any size costs bounded transactions and a bounded
+claim queue. Its parent row holds the items and, once every branch is done, the outputs as a
+list in item order. An advance loads the steps' own rows (without the items) and counts the
+branches; it reads branch rows only to finish a fan-out.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, F, Func, IntegerField, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -31,6 +36,7 @@ DONE = frozenset(
     {StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.CANCELLED}
 )
 LIVE = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
+FANOUT_WINDOW = 1000  # branch rows of one fan-out pending or running at once, at most
 
 
 _SPECS: dict[int, WorkflowSpec] = {}
@@ -75,20 +81,30 @@ def workflow_deadline(execution: Execution, spec: WorkflowSpec) -> Any:
     return execution.started_at + timedelta(seconds=spec.timeout)
 
 
+@dataclass(frozen=True)
+class _Branches:
+    """A fan-out's unfinished branch rows, counted."""
+
+    live: int = 0
+    failed: int = 0
+
+
 @dataclass
 class _Plan:
     execution: Execution
     spec: WorkflowSpec
+    # The steps' own rows (fanout_index null), without a fan-out's items: a branch reads its
+    # item itself, and here only their number matters (`item_counts`, per fan-out step).
     rows: list[StepExecution]
+    item_counts: dict[str, int]
+    branches: dict[str, _Branches]
 
     def parent(self, name: str) -> StepExecution | None:
-        return next((r for r in self.rows if r.name == name and r.fanout_index is None), None)
-
-    def branches(self, name: str) -> list[StepExecution]:
-        return [r for r in self.rows if r.name == name and r.fanout_index is not None]
+        return next((r for r in self.rows if r.name == name), None)
 
     def create(self, step: StepSpec, **fields: Any) -> StepExecution:
         row = StepExecution.objects.create(execution=self.execution, name=step.name, **fields)
+        self.item_counts[step.name] = len(fields.get("items") or [])
         self.rows.append(row)
         return row
 
@@ -97,7 +113,7 @@ class _Plan:
         for key, value in fields.items():
             setattr(row, key, value)
         row.completed_at = timezone.now()
-        row.save()
+        row.save(update_fields=["status", "error", "completed_at", *fields])
 
 
 def advance(execution_id: uuid.UUID) -> None:
@@ -105,6 +121,7 @@ def advance(execution_id: uuid.UUID) -> None:
         execution = (
             Execution.objects.select_for_update(of=("self",))
             .select_related("version", "workflow", "team")
+            .defer("inputs", "trigger")  # loaded only if an expression reads them
             .filter(id=execution_id)
             .first()
         )
@@ -119,12 +136,46 @@ def advance(execution_id: uuid.UUID) -> None:
                 error=f"workflow timed out after {spec.timeout:g}s",
             )
             return
-        plan = _Plan(execution, spec, list(StepExecution.objects.filter(execution=execution)))
+        plan = _Plan(
+            execution,
+            spec,
+            list(
+                StepExecution.objects.filter(execution=execution, fanout_index=None).defer("items")
+            ),
+            _item_counts(execution),
+            _branch_counts(execution),
+        )
         for step in spec.steps:
             _advance_step(plan, step)
         outcome = _outcome(plan)
         if outcome is not None:
             lifecycle.execution_finish(execution_id, status=outcome[0], error=outcome[1])
+
+
+def _item_counts(execution: Execution) -> dict[str, int]:
+    count = Func(F("items"), function="jsonb_array_length", output_field=IntegerField())
+    parents = StepExecution.objects.filter(
+        execution=execution, fanout_index=None, items__isnull=False
+    )
+    return dict(parents.values_list("name", count))
+
+
+def _branch_counts(execution: Execution) -> dict[str, _Branches]:
+    """Live and failed branches per fan-out step: from the partial index `step_unfinished`,
+    whatever the number of finished branches."""
+    counts = (
+        StepExecution.objects.filter(
+            execution=execution,
+            fanout_index__isnull=False,
+            status__in=[*LIVE, StepStatus.FAILED],
+        )
+        .values("name")
+        .annotate(
+            live=Count("id", filter=Q(status__in=LIVE)),
+            failed=Count("id", filter=Q(status=StepStatus.FAILED)),
+        )
+    )
+    return {row["name"]: _Branches(row["live"], row["failed"]) for row in counts}
 
 
 def _advance_step(plan: _Plan, step: StepSpec) -> None:
@@ -162,45 +213,67 @@ def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
         error = f"for_each must give a list, got {type(items).__name__}"
         plan.create(step, status=StepStatus.FAILED, error=error, completed_at=Now())
         return
+    limit = settings.MANTLE.limits.fanout_items
+    if len(items) > limit:
+        error = f"for_each gave {len(items)} items, over limits.fanout_items ({limit})"
+        plan.create(step, status=StepStatus.FAILED, error=error, completed_at=Now())
+        return
     parent = plan.create(step, status=StepStatus.RUNNING, items=items, started_at=Now())
     _advance_fanout(plan, step, parent)
 
 
 def _advance_fanout(plan: _Plan, step: StepSpec, parent: StepExecution) -> None:
-    branches = plan.branches(step.name)
-    live = sum(1 for branch in branches if branch.status in LIVE)
-    failed = any(branch.status == StepStatus.FAILED for branch in branches)
-    total = len(parent.items or [])
-    room = total - len(branches)
-    if step.max_parallel:
-        room = min(room, step.max_parallel - live)
-    if failed and not step.continue_on_error:
+    counts = plan.branches.get(step.name, _Branches())
+    created = _created(parent)
+    if counts.failed and not step.continue_on_error:
         # A failed branch fails the step at once; running siblings see the execution end.
-        plan.fail(parent, _branch_errors(branches), output=_outputs(branches))
+        plan.fail(parent, _branch_errors(parent), output=_outputs(parent))
         return
-    for index in range(len(branches), len(branches) + max(room, 0)):
-        plan.create(step, fanout_index=index, status=StepStatus.PENDING)
-    branches = plan.branches(step.name)
-    if any(branch.status in LIVE for branch in branches):
+    room = min(plan.item_counts[step.name] - created, FANOUT_WINDOW - counts.live)
+    if step.max_parallel:
+        room = min(room, step.max_parallel - counts.live)
+    if room > 0:
+        StepExecution.objects.bulk_create(
+            StepExecution(
+                execution=plan.execution,
+                name=step.name,
+                fanout_index=index,
+                status=StepStatus.PENDING,
+            )
+            for index in range(created, created + room)
+        )
         return
-    if len(branches) < total:
+    if counts.live or created < plan.item_counts[step.name]:
         return
-    if failed:
-        plan.fail(parent, _branch_errors(branches), output=_outputs(branches))
+    if counts.failed:
+        plan.fail(parent, _branch_errors(parent), output=_outputs(parent))
     else:
         parent.status = StepStatus.COMPLETED
-        parent.output = _outputs(branches)
+        parent.output = _outputs(parent)
         parent.completed_at = timezone.now()
-        parent.save()
+        parent.save(update_fields=["status", "output", "completed_at"])
 
 
-def _outputs(branches: list[StepExecution]) -> list[Any]:
-    return [b.output for b in sorted(branches, key=lambda b: b.fanout_index or 0)]
+def _branch_rows(parent: StepExecution) -> Any:
+    return StepExecution.objects.filter(
+        execution_id=parent.execution_id, name=parent.name, fanout_index__isnull=False
+    )
 
 
-def _branch_errors(branches: list[StepExecution]) -> str:
+def _created(parent: StepExecution) -> int:
+    """Branches are created in index order, so the next index is the highest one plus one."""
+    last = _branch_rows(parent).order_by("-fanout_index").values_list("fanout_index")[:1]
+    return next((index + 1 for (index,) in last), 0)
+
+
+def _outputs(parent: StepExecution) -> list[Any]:
+    return list(_branch_rows(parent).order_by("fanout_index").values_list("output", flat=True))
+
+
+def _branch_errors(parent: StepExecution) -> str:
+    failed = _branch_rows(parent).filter(status=StepStatus.FAILED).order_by("fanout_index")
     return "; ".join(
-        f"[{b.fanout_index}] {b.error}" for b in branches if b.status == StepStatus.FAILED
+        f"[{index}] {error}" for index, error in failed.values_list("fanout_index", "error")
     )
 
 

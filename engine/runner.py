@@ -26,7 +26,7 @@ from django.utils import timezone
 from engine import orchestrator
 from engine.actions import Action, ActionContext, ActionFailed, get_action
 from executions.models import StepExecution, StepStatus
-from workflows.expressions import ExpressionError, render
+from workflows.expressions import ExpressionError, find_expressions, render
 from workflows.schema import StepSpec
 
 BACKOFF_BASE = 1.0  # seconds before the 2nd attempt; exponential doubles it each attempt
@@ -51,9 +51,15 @@ class Prepared:
 
 def prepare(step_id: int) -> Prepared | Outcome:
     """The action and its rendered params; an Outcome when the step cannot run at all."""
-    step = StepExecution.objects.select_related(
-        "execution__version", "execution__workflow", "execution__team"
-    ).get(id=step_id)
+    # An execution's inputs and trigger (a webhook's payload may be large) load only when an
+    # expression reads them.
+    step = (
+        StepExecution.objects.select_related(
+            "execution__version", "execution__workflow", "execution__team"
+        )
+        .defer("execution__inputs", "execution__trigger")
+        .get(id=step_id)
+    )
     execution = step.execution
     spec = orchestrator.spec_of(execution.version)
     step_spec = next(s for s in spec.steps if s.name == step.name)
@@ -67,6 +73,8 @@ def prepare(step_id: int) -> Prepared | Outcome:
 
 
 def _params(step: StepExecution, step_spec: StepSpec) -> Any:
+    if not find_expressions(step_spec.params):
+        return step_spec.params
     # Only the steps' own rows are in the expressions' scope; a branch reads its one item in SQL,
     # never the fan-out's whole list.
     rows = list(
@@ -128,6 +136,7 @@ def settle(step_id: int, *, owner: str, attempt: int, outcome: Outcome) -> bool:
         step = (
             StepExecution.objects.select_for_update(of=("self",))
             .select_related("execution__version")
+            .defer("execution__inputs", "execution__trigger")
             .filter(id=step_id, status=StepStatus.RUNNING, lease_owner=owner, attempt=attempt)
             .first()
         )

@@ -79,7 +79,9 @@ class StepWorker:
         self.held: dict[int, _Held] = {}
         self.stopping = False
         self.db = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="db")
-        # Leases renew on a connection of their own, never queued behind the steps' work.
+        # Claims and leases run on connections of their own, never queued behind the steps'
+        # work: a backlog of one execution's steps delays neither another's start nor a lease.
+        self.claims = ThreadPoolExecutor(1, thread_name_prefix="claims")
         self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
@@ -93,8 +95,8 @@ class StepWorker:
             await self._claim_loop()
             await self._drain()
             heartbeat.cancel()
-        self.db.shutdown()
-        self.leases.shutdown()
+        for pool in (self.db, self.claims, self.leases):
+            pool.shutdown()
 
     def stop(self) -> None:
         self.stopping = True
@@ -127,17 +129,19 @@ class StepWorker:
         free = self.slots - len(self.held)
         if free <= 0:
             return False
-        executions = await self._db(dispatch.executions_claim, min(free, EXECUTION_BATCH))
+        executions = await self._on(
+            self.claims, dispatch.executions_claim, min(free, EXECUTION_BATCH)
+        )
         for execution_id in executions:
             self._background(self._db(orchestrator.advance, execution_id))
-        steps = await self._db(dispatch.steps_claim, self.owner, free)
+        steps = await self._on(self.claims, dispatch.steps_claim, self.owner, free)
         for step_id, attempt in steps:
             held = self.held[step_id] = _Held(attempt)
             self._background(asyncio.create_task(self._attempt(step_id, held)))
         return len(steps) == free or len(executions) == min(free, EXECUTION_BATCH)
 
     async def _idle_timeout(self) -> float:
-        due = await self._db(dispatch.steps_next_due)
+        due = await self._on(self.claims, dispatch.steps_next_due)
         return SAFETY_POLL if due is None else min(max(due, 0.001), SAFETY_POLL)
 
     def _background(self, future: asyncio.Future[Any]) -> None:

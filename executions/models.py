@@ -134,6 +134,15 @@ class StepExecution(models.Model):
                 name="step_running_leases",
                 condition=Q(status=StepStatus.RUNNING),
             ),
+            # Unfinished branches, counted per fan-out on every advance (orchestrator.py).
+            models.Index(
+                fields=["execution", "name"],
+                name="step_unfinished",
+                condition=Q(
+                    status__in=[StepStatus.PENDING, StepStatus.RUNNING, StepStatus.FAILED],
+                    fanout_index__isnull=False,
+                ),
+            ),
             # Pending steps: what the step workers claim, and the earliest `not_before`.
             models.Index(
                 fields=["not_before"],

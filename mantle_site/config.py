@@ -83,6 +83,7 @@ class LimitsConfig:
     workflow_steps: int = 1_000
     document_depth: int = 32  # nesting of the YAML document
     step_output_bytes: int = 1024 * 1024  # a step's output as JSON
+    fanout_items: int = 10_000  # branches of one for_each step
 
 
 @dataclass(frozen=True)

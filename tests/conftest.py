@@ -51,20 +51,26 @@ def engine(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> Iterator[Callable[..., Cluster]]:
-    """engine(workers=2, slots=100, broker="orm"): start the workers (`mantle serve
+    """engine(workers=2, slots=100, broker="orm", env=None): start the workers (`mantle serve
     --workers-only`: `workers` step-worker processes of `slots` slots) on the test database
     (leases and intervals of tests.processes.ENGINE); every cluster stops at teardown. Their
     output is in tmp_path/cluster-<n>.log."""
     engine_config(**ENGINE)
     clusters: list[Cluster] = []
 
-    def start(*, workers: int = 2, slots: int = 100, broker: str = "orm") -> Cluster:
+    def start(
+        *,
+        workers: int = 2,
+        slots: int = 100,
+        broker: str = "orm",
+        env: dict[str, str] | None = None,
+    ) -> Cluster:
         if broker != "orm":
             # This process hands work to the same broker as the cluster.
             monkeypatch.setattr(Conf, "ORM", None)
             monkeypatch.setattr(Conf, "REDIS", broker)
         log = tmp_path / f"cluster-{len(clusters)}.log"
-        cluster = Cluster(workers=workers, slots=slots, broker=broker, log=log)
+        cluster = Cluster(workers=workers, slots=slots, broker=broker, log=log, env=env)
         clusters.append(cluster)
         return cluster
 

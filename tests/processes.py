@@ -41,7 +41,9 @@ def free_port() -> int:
 class Cluster:
     """`mantle serve --workers-only` with `workers` step-worker processes of `slots` slots."""
 
-    def __init__(self, *, workers: int, slots: int, broker: str, log: Path) -> None:
+    def __init__(
+        self, *, workers: int, slots: int, broker: str, log: Path, env: dict[str, str] | None
+    ) -> None:
         self.log = log
         env = {
             **os.environ,
@@ -51,6 +53,7 @@ class Cluster:
             "MANTLE_ENGINE_SLOTS_PER_WORKER": str(slots),
             "MANTLE_ENGINE_BROKER": broker,
             **{f"MANTLE_ENGINE_{key.upper()}": str(value) for key, value in ENGINE.items()},
+            **(env or {}),
         }
         with log.open("wb") as output:
             self.process = subprocess.Popen(
