@@ -92,8 +92,12 @@ class Command(BaseCommand):
             if broken:
                 break
             time.sleep(0.2)
+        # SIGTERM to each child itself: gunicorn's master and django-q2's cluster stop their own
+        # processes in order (a cluster whose processes all get SIGTERM at once never exits).
+        # What is left of a group after the grace period is killed below.
         for child in children:
-            _signal_group(child, signal.SIGTERM)
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE
         for child in children:
             try:
