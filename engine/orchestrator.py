@@ -55,15 +55,17 @@ def spec_of(version: WorkflowVersion) -> WorkflowSpec:
 def expression_context(
     execution: Execution, rows: list[StepExecution], *, item: Any = None, index: int | None = None
 ) -> dict[str, Any]:
-    """What `{{ … }}` sees: inputs, finished steps' outputs, trigger, item, index, execution."""
+    """What `{{ … }}` sees: inputs, finished steps (output, status, error), trigger, env, item,
+    index, execution."""
     return {
         "inputs": execution.inputs,
         "steps": {
-            row.name: {"output": row.output, "status": row.status}
+            row.name: {"output": row.output, "status": row.status, "error": row.error or ""}
             for row in rows
             if row.fanout_index is None and row.status in DONE
         },
         "trigger": execution.trigger,
+        "env": settings.MANTLE.env,
         "item": item,
         "index": index,
         "execution": {
@@ -194,7 +196,9 @@ def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
         return
     if any(dep.status == StepStatus.FAILED and not _continues(plan, dep) for dep in dependencies):
         return  # the execution is failing; this step never starts
-    if any(dep.status in (StepStatus.SKIPPED, StepStatus.CANCELLED) for dep in dependencies):
+    # A skipped dependency counts as resolved (upstream's rule): dependants run and see it
+    # with status "skipped"; a cancelled one (the execution is ending) skips them.
+    if any(dep.status == StepStatus.CANCELLED for dep in dependencies):
         plan.create(step, status=StepStatus.SKIPPED, completed_at=Now())
         return
     context = expression_context(plan.execution, plan.rows)

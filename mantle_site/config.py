@@ -92,6 +92,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    env: dict[str, str] = field(default_factory=dict)  # what workflows read as env.<NAME>
 
 
 def _non_negative_int(value: object) -> int:
@@ -223,6 +224,7 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
         if "MANTLE_CONFIG" in environ and not path.exists():
             raise ConfigError(f"MANTLE_CONFIG points to {path}, which does not exist")
     raw = _read_file(path) if path.exists() else {}
+    env = _workflow_env(raw.pop("env", None), environ)
     for section, values in _env_overrides(environ).items():
         raw.setdefault(section, {})
         if isinstance(raw[section], dict):
@@ -246,4 +248,30 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
             except ValueError as exc:
                 raise ConfigError(f"{section}.{key}: {exc}") from exc
         sections[section] = dataclasses.replace(_SECTIONS[section](), **parsed)
-    return Config(**sections)
+    return Config(**sections, env=env)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _workflow_env(values: object, environ: dict[str, str]) -> dict[str, str]:
+    """mantle.yaml's `env:` overlaid by MANTLE_ENV_<NAME> (upstream Mantle's rule): the only part
+    of the server's environment a workflow can see."""
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError("env: must be a mapping of names to strings")
+    env: dict[str, str] = {}
+    for name, value in values.items():
+        if not (isinstance(name, str) and _ENV_NAME.fullmatch(name)):
+            raise ConfigError(f"env.{name}: must be a name like API_BASE_URL")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, str | int | float):
+            raise ConfigError(f"env.{name}: must be a string")
+        env[name] = str(value)
+    for variable, value in environ.items():
+        name = variable.removeprefix("MANTLE_ENV_")
+        if variable.startswith("MANTLE_ENV_") and _ENV_NAME.fullmatch(name):
+            env[name] = value
+    return env

@@ -1,7 +1,8 @@
 """CEL expressions inside ``{{ … }}``: finding, compiling, evaluating and rendering them.
 
-Names in scope when a step runs: ``inputs``, ``steps`` (step name → ``{"output": …}``),
-``trigger``, ``item``, ``index`` and ``execution``.
+Names in scope when a step runs: ``inputs``, ``steps`` (step name → ``{"output", "status",
+"error"}``), ``trigger``, ``env``, ``item``, ``index`` and ``execution``; the functions are CEL's
+and upstream Mantle's (expression_functions.py).
 
 CEL is strict about types: ``1 + 2.0`` and ``inputs.count + 1`` with a float ``count`` are errors
 (no int/double coercion), and a missing map key is an error rather than ``null`` — use
@@ -17,7 +18,19 @@ import re
 
 import cel
 
+from workflows.expression_functions import CALLABLES
 from workflows.expression_limits import expression_check, expression_cost_check
+from workflows.expression_syntax import (
+    COMPREHENSIONS,
+    Call,
+    Collection,
+    Index,
+    Node,
+    Operator,
+    Select,
+    SyntaxProblem,
+    parse,
+)
 
 # Non-greedy: "{{ a }} and {{ b }}" is two expressions. A CEL map literal may sit inside the
 # braces as long as it does not itself contain "}}" (write "{ 'a': {'b': 1} }" with a space).
@@ -78,17 +91,106 @@ def compile_expression(source: str) -> None:
 def evaluate(source: str, context: dict) -> object:
     """Evaluate one bare CEL expression against ``context`` and return the native Python value."""
     source = source.strip()
-    program = _program(source)
+    _program(source)
     too_costly = expression_cost_check(source, context)
     if too_costly:
         raise ExpressionError(expression=_abridged(source), message=too_costly)
     try:
-        return program.execute(context)
+        rewritten, defaults = _lazy_defaults(source)
+    except SyntaxProblem as exc:
+        raise ExpressionError(expression=source, message=str(exc)) from None
+    failures: list[ExpressionError] = []
+    try:
+        if not defaults:
+            return _compiled(rewritten).execute({**context, **CALLABLES})
+        return _compiled(rewritten).execute(_lazy_context(context, defaults, failures))
     except KeyError as exc:
         # The library raises a bare KeyError whose text is only the key.
         raise ExpressionError(expression=source, message=f"no such key {exc.args[0]!r}") from None
     except Exception as exc:  # the library raises Type/Value/Runtime/Index/ZeroDivision errors
-        raise ExpressionError(expression=source, message=str(exc)) from None
+        if failures:
+            raise failures[0] from None
+        raise ExpressionError(expression=source, message=_runtime_message(str(exc))) from None
+
+
+def _lazy_context(
+    context: dict, defaults: dict[str, tuple[str, str]], failures: list[ExpressionError]
+) -> cel.Context:
+    """``default(x, fallback)`` is upstream's non-strict function: the fallback when x is null, a
+    missing key or any other error. The library evaluates a function's arguments first and fails
+    on the error, so each such call was rewritten into a variable, resolved here when (and only
+    when) the evaluation reaches it."""
+    resolved: dict[str, object] = {}
+
+    def resolve(name: str) -> object:
+        if name not in defaults:
+            return context[name]
+        if name not in resolved:
+            value_source, fallback_source = defaults[name]
+            try:
+                value = evaluate(value_source, context)
+            except ExpressionError:
+                value = None
+            try:
+                resolved[name] = evaluate(fallback_source, context) if value is None else value
+            except ExpressionError as exc:
+                failures.append(exc)
+                raise
+        return resolved[name]
+
+    lazy = cel.Context(functions=CALLABLES)
+    lazy.set_variable_resolver(resolve)
+    return lazy
+
+
+@functools.lru_cache(maxsize=1024)
+def _lazy_defaults(source: str) -> tuple[str, dict[str, tuple[str, str]]]:
+    """``source`` with each outermost ``default(x, fallback)`` outside comprehensions replaced
+    by a variable ``_defaultN``, and what each one stands for. Inside a comprehension, x may
+    read the comprehension's variable, which only exists there: the plain function runs."""
+    calls: list[Call] = []
+    _find_defaults(parse(source), calls)
+    defaults: dict[str, tuple[str, str]] = {}
+    rewritten, end = [], 0
+    for n, call in enumerate(calls):
+        name = f"_default{n}"
+        (value_start, value_end), (fallback_start, fallback_end) = call.arg_spans
+        defaults[name] = (source[value_start:value_end], source[fallback_start:fallback_end])
+        rewritten += [source[end : call.span[0]], name]
+        end = call.span[1]
+    return "".join([*rewritten, source[end:]]), defaults
+
+
+def _find_defaults(node: Node, found: list[Call]) -> None:
+    if isinstance(node, Call):
+        if node.function == "default" and node.target is None and len(node.args) == 2:
+            found.append(node)
+            return
+        if node.function in COMPREHENSIONS and node.target is not None:
+            _find_defaults(node.target, found)
+            return
+        children: tuple[Node, ...] = node.args if node.target is None else (node.target, *node.args)
+    elif isinstance(node, Select):
+        children = (node.operand,)
+    elif isinstance(node, Index):
+        children = (node.operand, node.index)
+    elif isinstance(node, Operator):
+        children = node.operands
+    elif isinstance(node, Collection):
+        children = node.items
+    else:
+        children = ()
+    for child in children:
+        _find_defaults(child, found)
+
+
+def _runtime_message(raw: str) -> str:
+    """A function's own message, without the library's wrapping around it."""
+    marker = "Python function call failed: FunctionFailed: "
+    if marker not in raw:
+        return raw
+    message = raw.split(marker, 1)[1]
+    return message.removesuffix(" Check function arguments and their types.").removesuffix(".")
 
 
 def evaluate_condition(source: str, context: dict) -> bool:

@@ -53,9 +53,10 @@ def test_a_fanout_of_20_never_runs_more_than_max_parallel_branches(
     assert [o["slept"] for o in after.output["outputs"]] == [0.3] * 20
 
 
-def test_a_false_if_skips_the_step_and_its_dependants(
+def test_a_false_if_skips_the_step_and_its_dependants_still_run_seeing_it_skipped(
     engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
 ) -> None:
+    # Upstream's rule (CONTRACT §3): a skipped step counts as resolved.
     engine()
     workflow = apply("""
 name: skipping
@@ -66,16 +67,19 @@ steps:
     action: test/noop
     if: "{{ inputs.go }}"
   - name: then
-    action: test/noop
+    action: test/echo
     depends_on: [maybe]
+    params: {saw: "{{ steps.maybe.status }}", error: "{{ steps.maybe.error }}"}
   - name: always
     action: test/echo
     params: {go: "{{ inputs.go }}"}
 """)
     execution = wait_terminal(run(workflow))
     assert execution.status == "completed", execution.error
-    statuses = dict(StepExecution.objects.filter(execution=execution).values_list("name", "status"))
-    assert statuses == {"maybe": "skipped", "then": "skipped", "always": "completed"}
+    rows = StepExecution.objects.filter(execution=execution)
+    statuses = dict(rows.values_list("name", "status"))
+    assert statuses == {"maybe": "skipped", "then": "completed", "always": "completed"}
+    assert rows.get(name="then").output == {"saw": "skipped", "error": ""}
 
 
 def test_a_failure_with_continue_on_error_lets_its_dependants_run(
@@ -184,6 +188,8 @@ def test_an_expression_error_fails_the_step_naming_the_expression(
     engine()
     workflow = apply("""
 name: bad-expression
+inputs:
+  missing: {default: null}  # declared (validation checks names), null at run time
 steps:
   - name: broken
     action: test/echo

@@ -340,9 +340,18 @@ def test_it_checks_inputs() -> None:
         (5, "inputs.title.default", "must be a string"),
         (6, "inputs.kind.type", "must be one of: string, number, boolean"),
         (7, "inputs.bad-name", "must be an identifier (^[A-Za-z_][A-Za-z0-9_]*$)"),
-        (8, "inputs.untyped.type", "is required"),
-        (9, "inputs.loose", "must be a mapping with a type"),
+        (9, "inputs.loose", "must be a mapping"),
     ]
+
+
+def test_an_input_without_a_type_takes_any_json_value() -> None:
+    spec = parse_workflow(
+        "name: w\ninputs:\n  anything: {description: x}\n  bare:\n"
+        "steps: [{name: a, action: test/echo, params: {x: '{{ inputs.anything }}'}}]\n"
+    )
+    assert [(item.name, item.type) for item in spec.inputs] == [("anything", None), ("bare", None)]
+    given = {"anything": {"nested": [1, "two"]}, "bare": 3.5}
+    assert validate_inputs(spec, given) == given
 
 
 def test_it_checks_triggers() -> None:
@@ -520,7 +529,7 @@ def test_it_reports_expressions_that_do_not_compile_at_their_path() -> None:
           - name: a
             action: test/echo
             params:
-              ok: "{{ inputs.x }}"
+              ok: "{{ execution.id }}"
               nested: {list: [1, "x {{ inputs.x + }}"]}
               open: "{{ inputs.x"
             if: "{{ 2 ** 3 }}"
@@ -545,7 +554,10 @@ def test_it_reports_expressions_that_do_not_compile_at_their_path() -> None:
     "written", ["inputs.x > 1", "'{{ inputs.x > 1 }}'", "'  {{inputs.x > 1}} '"]
 )
 def test_it_accepts_if_with_or_without_braces(written: str) -> None:
-    spec = parse_workflow(f"name: w\nsteps:\n  - {{name: a, action: test/noop, if: {written}}}\n")
+    spec = parse_workflow(
+        "name: w\ninputs: {x: {type: number}}\n"
+        f"steps:\n  - {{name: a, action: test/noop, if: {written}}}\n"
+    )
     assert spec.steps[0].if_ == "inputs.x > 1"
 
 

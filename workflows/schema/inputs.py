@@ -20,6 +20,10 @@ def _is_boolean(value: object) -> bool:
     return isinstance(value, bool)
 
 
+def _is_any(value: object) -> bool:
+    return True
+
+
 # input type → (check, what the error says it must be)
 INPUT_TYPES = {
     "string": (_is_string, "a string"),
@@ -50,7 +54,7 @@ def validate_inputs(spec: WorkflowSpec, given: dict | None) -> dict:
     result: dict[str, object] = {}
     for item in spec.inputs:
         if item.name in given:
-            check, expected = INPUT_TYPES[item.type]
+            check, expected = INPUT_TYPES[item.type] if item.type else (_is_any, "")
             if check(given[item.name]):
                 result[item.name] = given[item.name]
             else:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, kw_only=True)
 class InputSpec:
     name: str
-    type: str
+    type: str | None  # None: any JSON value (upstream's type is optional)
     description: str = ""
     default: object = None
     has_default: bool = False

@@ -11,6 +11,8 @@ from django.conf import settings
 
 from core.durations import parse_duration
 from workflows.actions import action_names
+from workflows.expression_check import expression_usage
+from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
     ExpressionError,
     compile_expression,
@@ -20,6 +22,7 @@ from workflows.expressions import (
 from workflows.schema.document import Document, WorkflowInvalid, document_read, index, join
 from workflows.schema.graph import cycles
 from workflows.schema.inputs import INPUT_TYPES
+from workflows.schema.scope import Scope, scope_problems
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, TriggerSpec, WorkflowSpec
 
 UPSTREAM_ONLY_KEYS = frozenset({"credential", "artifacts", "hooks", "token_budget"})
@@ -82,6 +85,9 @@ class _Validator:
     def __init__(self, document: Document, actions: frozenset[str]) -> None:
         self.doc = document
         self.actions = actions
+        self.input_names: frozenset[str] = frozenset()
+        self.scope = Scope(inputs=frozenset(), steps=frozenset(), step=None, fan_out=False)
+        self.references: set[str] = set()  # the steps read by the expressions of one step
 
     def workflow(self) -> WorkflowSpec | None:
         root = self.doc.value
@@ -93,9 +99,10 @@ class _Validator:
         if name is not None and not (isinstance(name, str) and _WORKFLOW_NAME.fullmatch(name)):
             self.doc.error("name", "must be kebab-case (^[a-z][a-z0-9-]*$)")
         inputs = self._inputs(root["inputs"]) if "inputs" in root else ()
+        self.input_names = frozenset(spec.name for spec in inputs)
         triggers = self._triggers(root["triggers"]) if "triggers" in root else ()
         steps = self._steps(root)
-        on_limit = root.get("on_limit", "queue")
+        on_limit = root.get("on_limit") or "queue"  # upstream writes "" for the default
         if on_limit not in ("queue", "reject"):
             self.doc.error("on_limit", "must be one of: queue, reject")
         # The spec is used only when the document has no errors; its casts state what the checks
@@ -122,11 +129,13 @@ class _Validator:
                 self.doc.error(
                     path, "must be an identifier (^[A-Za-z_][A-Za-z0-9_]*$)", at_key=True
                 )
+            if definition is None:  # `name:` alone declares an untyped input
+                definition = {}
             if not isinstance(definition, dict):
-                self.doc.error(path, "must be a mapping with a type")
+                self.doc.error(path, "must be a mapping")
                 continue
             self._check_keys(definition, path, _INPUT_KEYS)
-            input_type = self._required(definition, "type", path)
+            input_type = definition.get("type")
             if input_type is not None and not (
                 isinstance(input_type, str) and input_type in INPUT_TYPES
             ):
@@ -222,15 +231,17 @@ class _Validator:
             else:
                 first_seen[name] = i
         specs = []
-        step_names = set(first_seen)
+        step_names = frozenset(first_seen)
         for i, step in enumerate(steps):
-            spec = self._step(step, index("steps", i), step_names)
+            spec = self._step(step, index("steps", i), step_names, first_seen)
             if spec is not None:
                 specs.append(spec)
         self._check_cycles(specs, first_seen)
         return tuple(specs)
 
-    def _step(self, step: object, path: str, step_names: set[str]) -> StepSpec | None:
+    def _step(
+        self, step: object, path: str, step_names: frozenset[str], order: dict[str, int]
+    ) -> StepSpec | None:
         if not isinstance(step, dict):
             self.doc.error(path, "must be a mapping")
             return None
@@ -242,11 +253,16 @@ class _Validator:
         if action is not None and not (isinstance(action, str) and action in self.actions):
             known = ", ".join(sorted(self.actions))
             self.doc.error(join(path, "action"), f'unknown action "{action}"; known: {known}')
+        self.references = set()
+        self.scope = Scope(
+            inputs=self.input_names, steps=step_names, step=name, fan_out="for_each" in step
+        )
         params = step.get("params", {})
         if isinstance(params, dict):
             self._check_expressions(params, join(path, "params"))
         else:
             self.doc.error(join(path, "params"), "must be a mapping")
+        self.scope = Scope(inputs=self.input_names, steps=step_names, step=name, fan_out=False)
         for_each = step.get("for_each")
         if "for_each" in step:
             self._check_for_each(for_each, join(path, "for_each"))
@@ -254,12 +270,17 @@ class _Validator:
             self.doc.error(
                 join(path, "max_parallel"), "is only valid together with for_each", at_key=True
             )
+        condition = self._condition(step, path)
+        explicit = self._depends_on(step, path, name, step_names)
+        # A step also depends on every step its expressions read (upstream runs steps in file
+        # order, so a step may read any earlier one without depends_on).
+        implicit = sorted(self.references - {name, *explicit}, key=order.__getitem__)
         return StepSpec(
             name=cast(str, name),
             action=cast(str, action),
             params=params,
-            depends_on=self._depends_on(step, path, name, step_names),
-            if_=self._condition(step, path),
+            depends_on=(*explicit, *implicit),
+            if_=condition,
             retry=self._retry(step, path),
             timeout=self._duration(step, "timeout", path),
             continue_on_error=self._boolean(step, "continue_on_error", path),
@@ -268,7 +289,7 @@ class _Validator:
         )
 
     def _depends_on(
-        self, step: dict, path: str, name: object, step_names: set[str]
+        self, step: dict, path: str, name: object, step_names: frozenset[str]
     ) -> tuple[str, ...]:
         value = step.get("depends_on", [])
         path = join(path, "depends_on")
@@ -339,10 +360,10 @@ class _Validator:
             if isinstance(step.name, str) and order.get(step.name) is not None
         }
         for cycle in cycles(dependencies, order):
-            self.doc.error(
-                join(index("steps", order[cycle[0]]), "depends_on"),
-                "cycle: " + " -> ".join(cycle),
-            )
+            path = index("steps", order[cycle[0]])
+            if join(path, "depends_on") in self.doc.key_lines:
+                path = join(path, "depends_on")
+            self.doc.error(path, "cycle: " + " -> ".join(cycle))
 
     def _check_keys(self, mapping: dict, path: str, allowed: frozenset[str]) -> None:
         for key in mapping:
@@ -369,10 +390,19 @@ class _Validator:
                 self._check_expressions(item, index(path, i))
 
     def _compile(self, source: str, path: str) -> None:
+        """Compile ``source`` and check what it reads and calls against the current scope."""
         try:
             compile_expression(source)
+            usage = expression_usage(source)
         except ExpressionError as exc:
             self.doc.error(path, f'invalid expression "{exc.expression}": {exc.message}')
+            return
+        except SyntaxProblem as exc:
+            self.doc.error(path, f'invalid expression "{source}": {exc}')
+            return
+        for problem in scope_problems(usage, self.scope):
+            self.doc.error(path, f'expression "{source}": {problem}')
+        self.references |= usage.steps & self.scope.steps
 
     def _required(self, mapping: dict, key: str, path: str) -> object:
         if key not in mapping:

@@ -101,7 +101,7 @@ def parse_inputs(spec: WorkflowSpec, pairs: list[str]) -> dict[str, object]:
     return inputs
 
 
-def _typed(key: str, raw: str, kind: str) -> object:
+def _typed(key: str, raw: str, kind: str | None) -> object:
     if kind == "boolean" and raw.lower() in {"true", "false"}:
         return raw.lower() == "true"
     if kind == "number":
@@ -112,6 +112,6 @@ def _typed(key: str, raw: str, kind: str) -> object:
                 return float(raw)
             except ValueError:
                 pass
-    if kind == "string":
+    if kind in ("string", None):  # an untyped input takes the text as given
         return raw
     raise CommandError(f"input {key}: {raw!r} is not a {kind}", returncode=EXIT_USAGE)
