@@ -1,8 +1,9 @@
 """`POST /hooks/<path>`: a webhook trigger admits an execution of its workflow.
 
 The path alone names the workflow (paths are unique across teams, see workflows.services), so
-there is no API key; a trigger with a `secret` requires `X-Hub-Signature-256: sha256=<hex>`, the
-HMAC-SHA256 of the raw body. Over 1 MiB is 413 before the body is read (JsonErrorMiddleware).
+there is no API key; a trigger with a `secret` requires `X-Hub-Signature-256: sha256=<hex>` (or
+upstream Mantle's `X-Signature-256`), the HMAC-SHA256 of the raw body, hex in either case.
+Over 1 MiB is 413 before the body is read (JsonErrorMiddleware).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from executions.services.idempotency import execution_admit_once
 from workflows.selectors import webhook_by_path
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
+SIGNATURE_ALIAS = "X-Signature-256"  # upstream Mantle's name for the same header
 
 
 class WebhookApi(APIView):
@@ -49,7 +51,8 @@ class WebhookApi(APIView):
             raise ApiError(404, "hook_not_found", f"no webhook at {path}")
         workflow, secret = hook_row.workflow, hook_row.secret
         body = request.body
-        if secret is not None and not _signed(body, secret, request.headers.get(SIGNATURE_HEADER)):
+        signature = request.headers.get(SIGNATURE_HEADER, request.headers.get(SIGNATURE_ALIAS))
+        if secret is not None and not _signed(body, secret, signature):
             raise ApiError(403, "bad_signature", f"{SIGNATURE_HEADER} does not match the body")
         admission = execution_admit_once(
             team=workflow.team,
@@ -86,8 +89,11 @@ def webhook_idempotency_key(path: str, key: str | None) -> str | None:
 
 
 def _signed(body: bytes, secret: str, header: str | None) -> bool:
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return header is not None and hmac.compare_digest(expected.encode(), header.strip().encode())
+    if header is None or not header.strip().startswith("sha256="):
+        return False
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    given = header.strip().removeprefix("sha256=").lower()
+    return hmac.compare_digest(expected.encode(), given.encode())
 
 
 def _payload(body: bytes) -> Any:

@@ -53,6 +53,7 @@ class EngineConfig:
         "x-api-key",
         "x-*-token",
         "x-hub-signature*",
+        "x-signature*",
         "x-signature-256",
     )
 

@@ -305,17 +305,19 @@ def _timestamp(layout: str, parts: tuple[str, ...]) -> datetime.datetime:
         )
         return moment.astimezone(utc)
     if layout == "local":
-        year, month, day, hour, minute, second = (int(part) for part in parts)
-        return datetime.datetime(year, month, day, hour, minute, second, tzinfo=utc)
+        numbers = [int(part) for part in parts]
+        return datetime.datetime(
+            numbers[0], numbers[1], numbers[2], numbers[3], numbers[4], numbers[5], tzinfo=utc
+        )
     if layout == "date":
         year, month, day = parts
     elif layout == "us":
         month, day, year = parts
     else:
-        name, day, year = parts
-        if name.lower() not in _MONTHS:
-            raise ValueError(name)
-        month = str(_MONTHS.index(name.lower()) + 1)
+        month_name, day, year = parts
+        if month_name.lower() not in _MONTHS:
+            raise ValueError(month_name)
+        month = str(_MONTHS.index(month_name.lower()) + 1)
     return datetime.datetime(int(year), int(month), int(day), tzinfo=utc)
 
 

@@ -78,6 +78,15 @@ class TestSignatures:
         body = b'{"a": 1}'
         assert hook(body=body, **{"X-Hub-Signature-256": sign(body, "s3cret")}).status_code == 202
 
+    @pytest.mark.parametrize("header", ["X-Hub-Signature-256", "X-Signature-256"])
+    def test_the_hex_digest_is_compared_case_insensitively_under_either_header(
+        self, team, make_hook, header
+    ):
+        make_hook(team, secret="s3cret")
+        body = b'{"a": 1}'
+        signature = "sha256=" + sign(body, "s3cret").removeprefix("sha256=").upper()
+        assert hook(body=body, **{header: signature}).status_code == 202
+
     @pytest.mark.parametrize(
         "signature",
         [None, "sha256=00", "sha1=abc", sign(b"other body", "s3cret"), sign(b'{"a": 1}', "x")],

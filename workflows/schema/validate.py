@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from croniter import croniter
 from django.conf import settings
 
 from core.durations import parse_duration
@@ -23,7 +22,8 @@ from workflows.schema.document import Document, WorkflowInvalid, document_read, 
 from workflows.schema.graph import cycles
 from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.scope import Scope, scope_problems
-from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, TriggerSpec, WorkflowSpec
+from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
+from workflows.schema.triggers import triggers_read
 
 UPSTREAM_ONLY_KEYS = frozenset({"credential", "artifacts", "hooks", "token_budget"})
 
@@ -55,15 +55,10 @@ _STEP_KEYS = frozenset(
 )
 _INPUT_KEYS = frozenset({"type", "description", "default"})
 _RETRY_KEYS = frozenset({"max_attempts", "backoff"})
-_WEBHOOK_KEYS = frozenset({"type", "path", "secret"})
-_CRON_KEYS = frozenset({"type", "schedule"})
 
 _WORKFLOW_NAME = re.compile(r"[a-z][a-z0-9-]*")
 _STEP_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WEBHOOK_PATH = re.compile(
-    r"/hooks/[A-Za-z0-9_-][A-Za-z0-9._~-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._~-]*)*"
-)
 
 
 def parse_workflow(text: str, *, actions: frozenset[str] | None = None) -> WorkflowSpec:
@@ -100,7 +95,11 @@ class _Validator:
             self.doc.error("name", "must be kebab-case (^[a-z][a-z0-9-]*$)")
         inputs = self._inputs(root["inputs"]) if "inputs" in root else ()
         self.input_names = frozenset(spec.name for spec in inputs)
-        triggers = self._triggers(root["triggers"]) if "triggers" in root else ()
+        triggers = (
+            triggers_read(self.doc, root["triggers"], self._check_keys)
+            if "triggers" in root
+            else ()
+        )
         steps = self._steps(root)
         on_limit = root.get("on_limit") or "queue"  # upstream writes "" for the default
         if on_limit not in ("queue", "reject"):
@@ -155,55 +154,6 @@ class _Validator:
                     has_default=has_default,
                 )
             )
-        return tuple(specs)
-
-    def _triggers(self, value: object) -> tuple[TriggerSpec, ...]:
-        if not isinstance(value, list):
-            self.doc.error("triggers", "must be a list")
-            return ()
-        specs = []
-        webhook_paths: set[str] = set()
-        for i, trigger in enumerate(value):
-            path = index("triggers", i)
-            if not isinstance(trigger, dict):
-                self.doc.error(path, "must be a mapping")
-                continue
-            trigger_type = self._required(trigger, "type", path)
-            if trigger_type == "webhook":
-                self._check_keys(trigger, path, _WEBHOOK_KEYS)
-                hook_path = self._required(trigger, "path", path)
-                if hook_path is not None and not (
-                    isinstance(hook_path, str) and _WEBHOOK_PATH.fullmatch(hook_path)
-                ):
-                    self.doc.error(
-                        join(path, "path"),
-                        "must be a path like /hooks/<name> "
-                        '(letters, digits, "-", "_", ".", "~" and "/")',
-                    )
-                elif hook_path is not None:
-                    if hook_path in webhook_paths:
-                        message = f'duplicate webhook path "{hook_path}"'
-                        self.doc.error(join(path, "path"), message)
-                    webhook_paths.add(hook_path)
-                secret = trigger.get("secret")
-                if "secret" in trigger and not (isinstance(secret, str) and secret):
-                    self.doc.error(join(path, "secret"), "must be a non-empty string")
-                specs.append(TriggerSpec(type="webhook", path=cast(str, hook_path), secret=secret))
-            elif trigger_type == "cron":
-                self._check_keys(trigger, path, _CRON_KEYS)
-                schedule = self._required(trigger, "schedule", path)
-                if schedule is not None and not (
-                    isinstance(schedule, str)
-                    and len(schedule.split()) == 5
-                    and croniter.is_valid(schedule)
-                ):
-                    self.doc.error(
-                        join(path, "schedule"),
-                        'must be a cron schedule of 5 fields, like "*/5 * * * *"',
-                    )
-                specs.append(TriggerSpec(type="cron", schedule=cast(str, schedule)))
-            elif trigger_type is not None:
-                self.doc.error(join(path, "type"), "must be one of: webhook, cron")
         return tuple(specs)
 
     def _steps(self, root: dict) -> tuple[StepSpec, ...]:
@@ -274,7 +224,7 @@ class _Validator:
         explicit = self._depends_on(step, path, name, step_names)
         # A step also depends on every step its expressions read (upstream runs steps in file
         # order, so a step may read any earlier one without depends_on).
-        implicit = sorted(self.references - {name, *explicit}, key=order.__getitem__)
+        implicit = sorted(self.references.difference(explicit, [name]), key=order.__getitem__)
         return StepSpec(
             name=cast(str, name),
             action=cast(str, action),
