@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,6 +14,7 @@ from api.base import TeamApi
 from api.errors import ApiError
 from api.serializers import ErrorOutput
 from workflows.redaction import content_redacted
+from workflows.schema.graph import run_order
 from workflows.selectors import workflow_get, workflow_list
 from workflows.services import workflow_apply
 
@@ -49,6 +50,32 @@ class WorkflowListApi(TeamApi):
 class WorkflowDetailApi(TeamApi):
     class WorkflowDetailOutput(WorkflowOutput):
         content = serializers.SerializerMethodField()
+        steps = serializers.SerializerMethodField()
+
+        @extend_schema_field(
+            inline_serializer(
+                "WorkflowStep",
+                {
+                    "name": serializers.CharField(),
+                    "action": serializers.CharField(),
+                    "depends_on": serializers.ListField(child=serializers.CharField()),
+                },
+                many=True,
+            )
+        )
+        def get_steps(self, workflow: Any) -> list[dict[str, object]]:
+            """The steps in the order they can run, each with its dependencies: its depends_on
+            and every step its expressions read."""
+            steps = {step["name"]: step for step in workflow.current_version.spec["steps"]}
+            order = run_order({name: tuple(step["depends_on"]) for name, step in steps.items()})
+            return [
+                {
+                    "name": name,
+                    "action": steps[name]["action"],
+                    "depends_on": steps[name]["depends_on"],
+                }
+                for name in order
+            ]
 
         def get_content(self, workflow: Any) -> str:
             return content_redacted(workflow.current_version.content)

@@ -53,7 +53,6 @@ class EngineConfig:
         "x-api-key",
         "x-*-token",
         "x-hub-signature*",
-        "x-signature*",
         "x-signature-256",
     )
 

@@ -71,6 +71,31 @@ class TestRead:
         detail = api.get("/api/v1/workflows/deploy").json()
         assert detail["content"].startswith("name: deploy")
 
+    def test_the_detail_lists_the_steps_in_run_order_with_derived_dependencies(self, api, team):
+        content = """
+name: report
+steps:
+  - name: summary
+    action: test/echo
+    params: {user: "{{ steps['get-user'].output }}", orders: "{{ steps.orders.output }}"}
+  - name: orders
+    action: test/echo
+    params: {id: "{{ steps['get-user'].output.id }}"}
+  - name: get-user
+    action: test/echo
+    params: {id: 1}
+  - name: audit
+    action: test/noop
+"""
+        assert put(api, "report", content).status_code == 201
+        steps = api.get("/api/v1/workflows/report").json()["steps"]
+        assert [(step["name"], step["depends_on"]) for step in steps] == [
+            ("get-user", []),
+            ("orders", ["get-user"]),
+            ("summary", ["orders", "get-user"]),
+            ("audit", []),
+        ]
+
     def test_another_teams_workflows_are_invisible(self, api, other_api, team):
         put(api, "deploy", workflow_yaml())
         assert other_api.get("/api/v1/workflows").json() == {"workflows": []}

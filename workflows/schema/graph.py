@@ -50,3 +50,19 @@ def shortest_cycle(start: str, dependencies: dict[str, set[str]], group: set[str
         name = previous[name]
     cycle.append(start)
     return [cycle[0], *reversed(cycle[1:-1]), cycle[-1]]
+
+
+def run_order(dependencies: dict[str, tuple[str, ...]]) -> list[str]:
+    """Step names (``dependencies`` in file order, acyclic) so that each comes after what it
+    depends on; among steps that could go next, the earlier in the file first."""
+    order: list[str] = []
+    placed: set[str] = set()
+    while len(order) < len(dependencies):
+        name = next(
+            name
+            for name, needs in dependencies.items()
+            if name not in placed and placed.issuperset(needs)
+        )
+        order.append(name)
+        placed.add(name)
+    return order
