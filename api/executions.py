@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -21,10 +19,23 @@ from api.base import (
     idempotency_key,
     json_object,
 )
+from api.cursors import cursor_decode, cursor_encode, cursor_invalid
 from api.errors import ApiError
-from api.serializers import ErrorOutput, ExecutionDetailOutput, ExecutionOutput
-from executions.models import Execution, Status
-from executions.selectors import execution_get, execution_list, execution_queue_positions
+from api.serializers import (
+    ErrorOutput,
+    ExecutionDetailOutput,
+    ExecutionOutput,
+    StepOutput,
+    StepPageOutput,
+)
+from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.selectors import (
+    execution_get,
+    execution_list,
+    execution_queue_positions,
+    execution_step_counts,
+    execution_steps,
+)
 from executions.services.idempotency import execution_admit_once
 from executions.services.lifecycle import execution_cancel
 from teams.auth import ApiKeyAuthentication
@@ -98,23 +109,29 @@ class ExecutionListApi(TeamApi):
         responses={200: ExecutionListOutput, 400: ErrorOutput},
     )
     def get(self, request: Request) -> Response:
-        filters = self.ExecutionFilter(data=request.query_params)
-        unknown = sorted(set(request.query_params) - set(self.ExecutionFilter().fields))
-        if unknown or not filters.is_valid():
-            detail = f"unknown parameters {unknown}" if unknown else _first_error(filters)
-            raise ApiError(400, "invalid_filter", detail)
-        params = filters.validated_data
+        params = _filters(self.ExecutionFilter, request)
         executions = execution_list(
             team=self.team,
             workflow=params.get("workflow"),
             status=params.get("status"),
             limit=params["limit"],
-            after=_decode_cursor(params["cursor"]) if "cursor" in params else None,
+            after=_execution_after(params["cursor"]) if "cursor" in params else None,
         )
         full_page = len(executions) == params["limit"]
-        next_cursor = _encode_cursor(executions[-1]) if full_page else None
+        last = executions[-1] if full_page else None
+        next_cursor = cursor_encode(last.created_at.isoformat(), str(last.id)) if last else None
         output = ExecutionOutput(executions, many=True, context=_placed(executions))
         return Response({"executions": output.data, "next_cursor": next_cursor})
+
+
+def _filters(filter_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The query parameters, validated by `filter_class`; an unknown one is an error too."""
+    filters = filter_class(data=request.query_params)
+    unknown = sorted(set(request.query_params) - set(filter_class().fields))
+    if unknown or not filters.is_valid():
+        detail = f"unknown parameters {unknown}" if unknown else _first_error(filters)
+        raise ApiError(400, "invalid_filter", detail)
+    return filters.validated_data
 
 
 def _first_error(serializer: serializers.Serializer) -> str:
@@ -122,22 +139,23 @@ def _first_error(serializer: serializers.Serializer) -> str:
     return f"{field}: {messages[0]}"
 
 
-def _encode_cursor(execution: Execution) -> str:
-    raw = f"{execution.created_at.isoformat()}|{execution.id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+def _execution_after(cursor: str) -> tuple[datetime, uuid.UUID]:
+    created_at, execution_id = cursor_decode(cursor, parts=2)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        created_at, execution_id = raw.split("|")
         after = datetime.fromisoformat(created_at), uuid.UUID(execution_id)
         if after[0].tzinfo is None:
             raise ValueError("no time zone")
         # In UTC, as the query compares: 0001-01-01T00:00+05:00 is out of range there.
         return after[0].astimezone(UTC), after[1]
-    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError):
-        raise ApiError(400, "invalid_filter", "cursor: not a cursor this API returned") from None
+    except (ValueError, OverflowError):
+        raise cursor_invalid() from None
+
+
+def _step_after(cursor: str) -> int:
+    (step_id,) = cursor_decode(cursor, parts=1)
+    if not step_id.isdigit() or int(step_id) >= 2**63:
+        raise cursor_invalid()
+    return int(step_id)
 
 
 def _placed(executions: list[Execution]) -> dict[str, Any]:
@@ -152,13 +170,52 @@ def _team_execution(team: Team, execution_id: uuid.UUID) -> Execution:
     return execution
 
 
+def _step_page(steps: list[StepExecution], limit: int) -> dict[str, Any]:
+    """A StepPageOutput of a page of `limit` steps: a full page may have a next one."""
+    next_cursor = cursor_encode(str(steps[-1].id)) if len(steps) == limit else None
+    return {"steps": StepOutput(steps, many=True).data, "next_cursor": next_cursor}
+
+
 class ExecutionDetailApi(TeamApi):
+    # A fan-out has up to limits.fanout_items branches: the detail shows the counts and the
+    # first page, ExecutionStepsApi the rest.
+    FIRST_STEPS = 50
+
     @extend_schema(
         operation_id="get_execution", responses={200: ExecutionDetailOutput, 404: ErrorOutput}
     )
     def get(self, request: Request, execution_id: uuid.UUID) -> Response:
         execution = _team_execution(self.team, execution_id)
-        return Response(ExecutionDetailOutput(execution, context=_placed([execution])).data)
+        steps = execution_steps(execution=execution, limit=self.FIRST_STEPS)
+        context = {
+            **_placed([execution]),
+            "steps": _step_page(steps, self.FIRST_STEPS),
+            "step_counts": execution_step_counts(execution=execution),
+        }
+        return Response(ExecutionDetailOutput(execution, context=context).data)
+
+
+class ExecutionStepsApi(TeamApi):
+    class StepFilter(serializers.Serializer):
+        status = serializers.ChoiceField(choices=StepStatus.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+        cursor = serializers.CharField(required=False, max_length=200)
+
+    @extend_schema(
+        operation_id="list_execution_steps",
+        parameters=[StepFilter],
+        responses={200: StepPageOutput, 400: ErrorOutput, 404: ErrorOutput},
+    )
+    def get(self, request: Request, execution_id: uuid.UUID) -> Response:
+        params = _filters(self.StepFilter, request)
+        execution = _team_execution(self.team, execution_id)
+        steps = execution_steps(
+            execution=execution,
+            limit=params["limit"],
+            after=_step_after(params["cursor"]) if "cursor" in params else None,
+            status=params.get("status"),
+        )
+        return Response(_step_page(steps, params["limit"]))
 
 
 class ExecutionCancelApi(TeamApi):

@@ -44,8 +44,30 @@ class ExecutionOutput(serializers.Serializer):
         return self.context["queue_positions"].get(execution.id)
 
 
+class StepPageOutput(serializers.Serializer):
+    steps = StepOutput(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
 class ExecutionDetailOutput(ExecutionOutput):
-    steps = StepOutput(many=True, source="steps.all")
+    """An execution with its step counts and the first page of its steps: context["steps"] is a
+    StepPageOutput's data, context["step_counts"] the counts by status."""
+
+    step_counts = serializers.SerializerMethodField()
+    steps = serializers.SerializerMethodField()
+    steps_next_cursor = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_step_counts(self, execution: Execution) -> dict[str, int]:
+        return self.context["step_counts"]
+
+    @extend_schema_field(StepOutput(many=True))
+    def get_steps(self, execution: Execution) -> list[dict[str, object]]:
+        return self.context["steps"]["steps"]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_steps_next_cursor(self, execution: Execution) -> str | None:
+        return self.context["steps"]["next_cursor"]
 
 
 class AdmissionOutput(serializers.Serializer):

@@ -14,6 +14,11 @@ api_v1 = [
         name="execution-detail",
     ),
     path(
+        "executions/<uuid:execution_id>/steps",
+        executions.ExecutionStepsApi.as_view(),
+        name="execution-steps",
+    ),
+    path(
         "executions/<uuid:execution_id>/cancel",
         executions.ExecutionCancelApi.as_view(),
         name="execution-cancel",

@@ -11,9 +11,13 @@ from django.core.paginator import Paginator
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
-from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from core.admin import ReadOnlyAdminMixin
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
+from executions.selectors import execution_step_counts, execution_steps
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 from teams.admin import TeamAdmin
 from teams.models import Team
@@ -40,11 +44,6 @@ class WorkflowFilter(admin.RelatedFieldListFilter):
         return [(w.pk, str(w)) for w in workflows]
 
 
-class StepExecutionInline(ReadOnlyTabularInline):
-    model = StepExecution
-    fields = ["name", "fanout_index", "status", "attempt", "started_at", "completed_at", "error"]
-
-
 @admin.register(Execution)
 class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
@@ -66,7 +65,6 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_per_page = 50
     search_fields = ["=id"]
     actions = ["cancel"]
-    inlines = [StepExecutionInline]
     fields = readonly_fields = (
         "id",
         "team",
@@ -84,7 +82,35 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "promoted_at",
         "started_at",
         "completed_at",
+        "step_summary",
     )
+    # A fan-out has up to limits.fanout_items branches: the page shows the counts and the
+    # first steps, and links to the steps' own (paged) list for the rest.
+    FIRST_STEPS = 50
+
+    @admin.display(description="steps")
+    def step_summary(self, execution: Execution) -> SafeString:
+        counts = execution_step_counts(execution=execution)
+        steps = execution_steps(execution=execution, limit=self.FIRST_STEPS)
+        url = reverse("admin:executions_stepexecution_changelist")
+        summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "none yet"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (str(step), step.attempt, step.started_at, step.completed_at, step.error)
+                for step in steps
+            ),
+        )
+        return format_html(
+            '<p>{} (<a href="{}?execution={}">all steps</a>)</p><table>'
+            "<tr><th>step</th><th>attempt</th><th>started</th><th>completed</th><th>error</th>"
+            "</tr>{}</table>",
+            summary,
+            url,
+            execution.id,
+            rows,
+        )
 
     @admin.display(description="execution", ordering="created_at")
     def short_id(self, execution: Execution) -> str:
@@ -124,6 +150,37 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("executions.change_execution")
+
+
+@admin.register(StepExecution)
+class StepExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The steps of an execution (`?execution=<id>`), a page at a time."""
+
+    list_display = ["name", "fanout_index", "status", "attempt", "started_at", "completed_at"]
+    list_filter = ["status"]
+    # The unique index (execution, name, fanout_index) answers the list of one execution.
+    ordering = ["execution", "name", "fanout_index"]
+    show_full_result_count = False
+    paginator = CappedCountPaginator
+    list_per_page = 100
+    fields = readonly_fields = (
+        "execution",
+        "name",
+        "fanout_index",
+        "status",
+        "attempt",
+        "output",
+        "error",
+        "lease_owner",
+        "lease_expires_at",
+        "not_before",
+        "created_at",
+        "started_at",
+        "completed_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[StepExecution]:
+        return super().get_queryset(request).defer("items")
 
 
 def _live_count(*statuses: str) -> Coalesce:

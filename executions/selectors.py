@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
-from executions.models import Execution, Status
+from executions.models import Execution, Status, StepExecution
 from executions.sql import queries
 from teams.models import Team
 
@@ -54,8 +54,49 @@ def execution_list(
 
 
 def execution_get(*, team: Team, execution_id: uuid.UUID) -> Execution | None:
-    """One of the team's executions with its steps; None when absent or another team's."""
-    return _executions(team).prefetch_related("steps").filter(id=execution_id).first()
+    """One of the team's executions, without its steps (a fan-out has up to
+    limits.fanout_items of them: read them a page at a time); None when absent or another
+    team's."""
+    return _executions(team).filter(id=execution_id).first()
+
+
+# What a step shows: not a fan-out parent's `items` (up to limits.fanout_items of them).
+STEP_FIELDS = (
+    "id",
+    "name",
+    "fanout_index",
+    "status",
+    "attempt",
+    "output",
+    "error",
+    "started_at",
+    "completed_at",
+)
+
+
+def execution_steps(
+    *, execution: Execution, limit: int, after: int | None = None, status: str | None = None
+) -> list[StepExecution]:
+    """A page of the execution's steps in the order they were created; `after` is the id of the
+    last one seen."""
+    steps = StepExecution.objects.filter(execution=execution).only(*STEP_FIELDS).order_by("id")
+    if after is not None:
+        steps = steps.filter(id__gt=after)
+    if status is not None:
+        steps = steps.filter(status=status)
+    return list(steps[:limit])
+
+
+def execution_step_counts(*, execution: Execution) -> dict[str, int]:
+    """How many of the execution's step rows are in each status (a fan-out's branches count
+    once created, and they are created as they become runnable)."""
+    counts = (
+        StepExecution.objects.filter(execution=execution)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("*"))
+    )
+    return dict(sorted(counts))
 
 
 def execution_by_idempotency_key(*, team: Team, key: str) -> Execution | None:

@@ -119,6 +119,16 @@ class StepExecutionFactory(DjangoModelFactory[StepExecution]):
     status = "pending"
 
 
+def fanout_branches(execution: Execution, count: int, **fields: Any) -> list[StepExecution]:
+    """`count` branches of one fan-out step of `execution` (StepExecutionFactory's fields),
+    inserted in one statement."""
+    branches = (
+        StepExecutionFactory.build(execution=execution, fanout_index=index, **fields)
+        for index in range(count)
+    )
+    return StepExecution.objects.bulk_create(branches)
+
+
 class QueueSampleFactory(DjangoModelFactory[QueueSample]):
     class Meta:
         model = QueueSample

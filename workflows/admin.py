@@ -17,7 +17,7 @@ from django.utils.html import format_html
 from core.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from teams.models import Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
-from workflows.redaction import content_redacted
+from workflows.redaction import content_redacted, content_secrets_restored
 from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
@@ -92,10 +92,13 @@ class WorkflowDefinitionAdmin(admin.ModelAdmin):
         if request.method == "GET" and "workflow" in request.GET:
             form = UploadVersionForm(initial=self._initial_from(request.GET["workflow"]))
         if request.method == "POST" and form.is_valid():
+            team = form.cleaned_data["team"]
             try:
-                applied = workflow_apply(
-                    team=form.cleaned_data["team"], content=form.cleaned_data["content"]
+                content = content_secrets_restored(
+                    form.cleaned_data["content"],
+                    previous=lambda name: self._current_content(team, name),
                 )
+                applied = workflow_apply(team=team, content=content)
             except WorkflowInvalid as invalid:
                 for error in invalid.errors:
                     form.add_error("content", str(error))
@@ -128,9 +131,21 @@ class WorkflowDefinitionAdmin(admin.ModelAdmin):
         )
         if workflow is None or workflow.current_version is None:
             return {}
-        # Unredacted: this form saves what it shows, so a placeholder would become the secret.
-        # It is for who may add workflows, who may set the secret anyway.
-        return {"team": workflow.team_id, "content": workflow.current_version.content}
+        # Redacted as everywhere: on save, a secret still written as the placeholder keeps the
+        # secret of the current version's trigger of the same path.
+        content = content_redacted(workflow.current_version.content)
+        return {"team": workflow.team_id, "content": content}
+
+    @staticmethod
+    def _current_content(team: Team, name: str) -> str | None:
+        workflow = (
+            WorkflowDefinition.objects.select_related("current_version")
+            .filter(team=team, name=name)
+            .first()
+        )
+        if workflow is None or workflow.current_version is None:
+            return None
+        return workflow.current_version.content
 
 
 @admin.register(WorkflowVersion)

@@ -28,7 +28,10 @@ class Command(BaseCommand):
             self.stdout.write(f"queue position {position}, blocked by {execution.blocked_by}")
         if execution.error:
             self.stdout.write(f"error: {execution.error}")
-        for step in execution.steps.order_by("created_at", "name", "fanout_index"):
+        # A fan-out has up to limits.fanout_items branches: streamed, without their outputs.
+        steps = execution.steps.order_by("created_at", "name", "fanout_index")
+        fields = ("name", "fanout_index", "status", "attempt", "error")
+        for step in steps.only(*fields).iterator(chunk_size=1000):
             branch = "" if step.fanout_index is None else f"[{step.fanout_index}]"
             line = f"  {step.name}{branch}  {step.status}  attempt {step.attempt}"
             self.stdout.write(line + (f"  {step.error}" if step.error else ""))
