@@ -16,6 +16,7 @@ branches; it reads branch rows only to finish a fan-out.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from django.db.models import Count, F, Func, IntegerField, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from engine import dispatch
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import lifecycle
 from workflows.expressions import ExpressionError, evaluate_condition, render
@@ -44,11 +46,27 @@ _SPECS: dict[int, WorkflowSpec] = {}
 
 def spec_of(version: WorkflowVersion) -> WorkflowSpec:
     """A version never changes, so its parsed spec is kept (per process, bounded)."""
-    spec = _SPECS.get(version.id)
+    return _SPECS.get(version.id) or _keep(version.id, version.spec)
+
+
+def spec_by_id(version_id: int) -> WorkflowSpec:
+    """The spec of a version known by its id, read once per process."""
+    spec = _SPECS.get(version_id)
     if spec is None:
-        if len(_SPECS) >= 1024:
-            _SPECS.clear()
-        spec = _SPECS[version.id] = WorkflowSpec.from_dict(version.spec)
+        raw = WorkflowVersion.objects.values_list("spec", flat=True).get(id=version_id)
+        spec = _keep(version_id, raw)
+    return spec
+
+
+def spec_kept(version_id: int) -> WorkflowSpec | None:
+    """The spec if this process has read it already (no query)."""
+    return _SPECS.get(version_id)
+
+
+def _keep(version_id: int, raw: dict[str, Any]) -> WorkflowSpec:
+    if len(_SPECS) >= 1024:
+        _SPECS.clear()
+    spec = _SPECS[version_id] = WorkflowSpec.from_dict(raw)
     return spec
 
 
@@ -119,47 +137,65 @@ class _Plan:
 
 
 def advance(execution_id: uuid.UUID) -> None:
+    advance_many([execution_id])
+
+
+def executions_start(limit: int) -> int:
+    """Claim up to `limit` pending executions (pending → running) and create their first steps,
+    in one transaction; how many it started."""
     with transaction.atomic():
-        execution = (
+        execution_ids = dispatch.executions_claim(limit)
+        advance_many(execution_ids)
+    return len(execution_ids)
+
+
+def advance_many(execution_ids: Collection[uuid.UUID]) -> None:
+    """Advance each execution, in one transaction (the caller's, when it has one). The rows are
+    locked in id order, so two workers advancing overlapping sets never deadlock."""
+    if not execution_ids:
+        return
+    with transaction.atomic(savepoint=False):
+        executions = (
             Execution.objects.select_for_update(of=("self",))
             .select_related("version", "workflow", "team")
             .defer("inputs", "trigger")  # loaded only if an expression reads them
-            .filter(id=execution_id)
-            .first()
+            .filter(id__in=list(execution_ids))
+            .order_by("id")
         )
-        if execution is None or execution.status != Status.RUNNING:
-            return
-        spec = spec_of(execution.version)
-        deadline = workflow_deadline(execution, spec)
-        if deadline is not None and timezone.now() >= deadline:
-            lifecycle.execution_finish(
-                execution_id,
-                status=Status.TIMED_OUT,
-                error=f"workflow timed out after {spec.timeout:g}s",
-            )
-            return
-        plan = _Plan(
-            execution,
-            spec,
-            list(
-                StepExecution.objects.filter(execution=execution, fanout_index=None).defer("items")
-            ),
-            _item_counts(execution),
-            _branch_counts(execution),
-        )
-        for step in spec.steps:
-            _advance_step(plan, step)
-        outcome = _outcome(plan)
-        if outcome is not None:
-            lifecycle.execution_finish(execution_id, status=outcome[0], error=outcome[1])
+        for execution in executions:
+            if execution.status == Status.RUNNING:
+                _advance(execution)
 
 
-def _item_counts(execution: Execution) -> dict[str, int]:
+def _advance(execution: Execution) -> None:
+    spec = spec_of(execution.version)
+    deadline = workflow_deadline(execution, spec)
+    if deadline is not None and timezone.now() >= deadline:
+        lifecycle.execution_finish(
+            execution.id,
+            status=Status.TIMED_OUT,
+            error=f"workflow timed out after {spec.timeout:g}s",
+        )
+        return
     count = Func(F("items"), function="jsonb_array_length", output_field=IntegerField())
-    parents = StepExecution.objects.filter(
-        execution=execution, fanout_index=None, items__isnull=False
+    counted = list(
+        StepExecution.objects.filter(execution=execution, fanout_index=None)
+        .defer("items")
+        .annotate(item_count=count)
     )
-    return dict(parents.values_list("name", count))
+    fans_out = any(step.for_each is not None for step in spec.steps)
+    plan = _Plan(
+        execution,
+        spec,
+        list[StepExecution](counted),
+        {row.name: row.item_count for row in counted if row.item_count is not None},
+        _branch_counts(execution) if fans_out else {},
+    )
+    for step in spec.steps:
+        _advance_step(plan, step)
+    outcome = _outcome(plan)
+    if outcome is not None:
+        lifecycle.execution_finish(execution.id, status=outcome[0], error=outcome[1])
 
 
 def _branch_counts(execution: Execution) -> dict[str, _Branches]:

@@ -16,10 +16,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models.functions import Now
 
-from engine import orchestrator, runner
-from executions.models import StepExecution, StepStatus
+from engine import dispatch, orchestrator, runner
+from executions.models import StepStatus
 from executions.sql import queries
 
 logger = logging.getLogger(__name__)
@@ -31,17 +30,14 @@ def reap() -> int:
 
 
 def expire_leases() -> int:
-    expired = StepExecution.objects.filter(
-        status=StepStatus.RUNNING, lease_expires_at__lt=Now()
-    ).values_list("id", "lease_owner", "attempt")
     recovered = 0
-    for step_id, owner, attempt in expired:
+    for claim, owner in dispatch.steps_expired():
         outcome = runner.Outcome(
             StepStatus.FAILED,
             error=f"lease expired: worker {owner} stopped heartbeating",
         )
-        if runner.settle(step_id, owner=owner, attempt=attempt, outcome=outcome):
-            logger.warning("reaped step %s of lost worker %s", step_id, owner)
+        if runner.settle([runner.Settlement(claim, owner, outcome)]):
+            logger.warning("reaped step %s of lost worker %s", claim.id, owner)
             recovered += 1
     return recovered
 

@@ -1,10 +1,12 @@
 """One attempt of one step: prepare it, run its action, settle it, move the execution on.
 
-The step worker (worker.py) claims the attempt (pending → running, with its lease owner and the
-attempt number) and calls these three in turn: `prepare` and `settle` on a database thread,
-`perform` on the event loop. Every write of an attempt is conditional on (id, running, owner,
-attempt): once the reaper has taken an expired attempt over, the old owner's writes change
-nothing, even when the new attempt is claimed by the same process.
+The step worker (worker.py) claims attempts (pending → running, with their lease owner and
+attempt number: engine.dispatch.Claim), prepares each (`prepare_kept` on the event loop when its
+params read no expression, else `prepare` on a database thread), runs its action (`perform`),
+and settles finished attempts in batches (`settle`: one transaction ends them and advances their
+executions). Every write of an attempt is conditional on (id, running, owner, attempt): once the
+reaper has taken an expired attempt over, the old owner's writes change nothing, even when the
+new attempt is claimed by the same process.
 """
 
 from __future__ import annotations
@@ -19,15 +21,14 @@ from typing import Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import F
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
-from engine import orchestrator
+from engine import dispatch, orchestrator
 from engine.actions import Action, ActionContext, ActionFailed, get_action
-from executions.models import StepExecution, StepStatus
+from executions.models import Execution, StepExecution, StepStatus
 from workflows.expressions import ExpressionError, find_expressions, render
-from workflows.schema import StepSpec
+from workflows.schema import StepSpec, WorkflowSpec
 
 BACKOFF_BASE = 1.0  # seconds before the 2nd attempt; exponential doubles it each attempt
 BACKOFF_CAP = 60.0
@@ -49,51 +50,81 @@ class Prepared:
     deadline: datetime | None  # the workflow's
 
 
-def prepare(step_id: int) -> Prepared | Outcome:
+@dataclass(frozen=True)
+class Settlement:
+    """How an attempt ended, to be written on behalf of `owner`."""
+
+    claim: dispatch.Claim
+    owner: str
+    outcome: Outcome
+
+
+def prepare_kept(claim: dispatch.Claim) -> Prepared | Outcome | None:
+    """`prepare` without a query, or None when that needs one: the spec is not yet read in this
+    process, or the params read an expression."""
+    spec = orchestrator.spec_kept(claim.version_id)
+    if spec is None:
+        return None
+    step_spec = _step_spec(spec, claim)
+    if find_expressions(step_spec.params):
+        return None
+    return _prepared(claim, spec, step_spec, step_spec.params)
+
+
+def prepare(claim: dispatch.Claim) -> Prepared | Outcome:
     """The action and its rendered params; an Outcome when the step cannot run at all."""
-    # An execution's inputs and trigger (a webhook's payload may be large) load only when an
-    # expression reads them.
-    step = (
-        StepExecution.objects.select_related(
-            "execution__version", "execution__workflow", "execution__team"
-        )
-        .defer("execution__inputs", "execution__trigger")
-        .get(id=step_id)
-    )
-    execution = step.execution
-    spec = orchestrator.spec_of(execution.version)
-    step_spec = next(s for s in spec.steps if s.name == step.name)
+    spec = orchestrator.spec_by_id(claim.version_id)
+    step_spec = _step_spec(spec, claim)
     try:
-        params = _params(step, step_spec)
-        action = get_action(step_spec.action)
-    except (ExpressionError, ActionFailed) as exc:
+        params = _params(claim, step_spec)
+    except ExpressionError as exc:
         return Outcome(StepStatus.FAILED, error=str(exc), retryable=False)
-    deadline = orchestrator.workflow_deadline(execution, spec)
+    return _prepared(claim, spec, step_spec, params)
+
+
+def _step_spec(spec: WorkflowSpec, claim: dispatch.Claim) -> StepSpec:
+    return next(s for s in spec.steps if s.name == claim.name)
+
+
+def _prepared(
+    claim: dispatch.Claim, spec: WorkflowSpec, step_spec: StepSpec, params: Any
+) -> Prepared | Outcome:
+    try:
+        action = get_action(step_spec.action)
+    except ActionFailed as exc:
+        return Outcome(StepStatus.FAILED, error=str(exc), retryable=False)
+    deadline = None
+    if spec.timeout is not None and claim.started_at is not None:
+        deadline = claim.started_at + timedelta(seconds=spec.timeout)
     return Prepared(action, params, step_spec.timeout, deadline)
 
 
-def _params(step: StepExecution, step_spec: StepSpec) -> Any:
+def _params(claim: dispatch.Claim, step_spec: StepSpec) -> Any:
     if not find_expressions(step_spec.params):
         return step_spec.params
-    # Only the steps' own rows are in the expressions' scope; a branch reads its one item in SQL,
-    # never the fan-out's whole list.
+    # An execution's inputs and trigger (a webhook's payload may be large) load only when an
+    # expression reads them. Only the steps' own rows are in the expressions' scope; a branch
+    # reads its one item in SQL, never the fan-out's whole list.
+    execution = (
+        Execution.objects.select_related("workflow", "team")
+        .defer("inputs", "trigger")
+        .get(id=claim.execution_id)
+    )
     rows = list(
-        StepExecution.objects.filter(execution_id=step.execution_id, fanout_index=None).defer(
+        StepExecution.objects.filter(execution_id=claim.execution_id, fanout_index=None).defer(
             "items"
         )
     )
     item = None
-    if step.fanout_index is not None:
+    if claim.fanout_index is not None:
         item = (
             StepExecution.objects.filter(
-                execution_id=step.execution_id, name=step.name, fanout_index=None
+                execution_id=claim.execution_id, name=claim.name, fanout_index=None
             )
-            .values_list(KeyTransform(str(step.fanout_index), "items"), flat=True)
+            .values_list(KeyTransform(str(claim.fanout_index), "items"), flat=True)
             .get()
         )
-    context = orchestrator.expression_context(
-        step.execution, rows, item=item, index=step.fanout_index
-    )
+    context = orchestrator.expression_context(execution, rows, item=item, index=claim.fanout_index)
     return render(step_spec.params, context)
 
 
@@ -117,55 +148,54 @@ async def perform(prepared: Prepared, context: ActionContext) -> Outcome:
     return Outcome(StepStatus.COMPLETED, output=output)
 
 
-def _bounded(outcome: Outcome) -> Outcome:
-    """Every later step of the execution reads a stored output, and the API returns it: one
-    over limits.step_output_bytes is dropped and fails the step, naming the limit."""
+def _stored(outcome: Outcome) -> tuple[Outcome, str | None]:
+    """The outcome as stored, with its output as JSON. Every later step of the execution reads a
+    stored output, and the API returns it: one over limits.step_output_bytes is dropped and
+    fails the step, naming the limit."""
+    if outcome.output is None:
+        return outcome, None
     limit = settings.MANTLE.limits.step_output_bytes
-    size = len(json.dumps(outcome.output, cls=DjangoJSONEncoder, ensure_ascii=False).encode())
+    output = json.dumps(outcome.output, cls=DjangoJSONEncoder, ensure_ascii=False)
+    size = len(output.encode())
     if size <= limit:
-        return outcome
+        return outcome, output
     error = f"the output is {size} bytes, over limits.step_output_bytes ({limit})"
-    return Outcome(StepStatus.FAILED, error=error, retryable=False)
+    return Outcome(StepStatus.FAILED, error=error, retryable=False), None
 
 
-def settle(step_id: int, *, owner: str, attempt: int, outcome: Outcome) -> bool:
-    """End the attempt held by `owner` (a retry when attempts are left: pending again, claimable
-    after its backoff, holding no slot meanwhile), then advance the execution. False when the
-    attempt is no longer this owner's."""
-    with transaction.atomic():
-        step = (
-            StepExecution.objects.select_for_update(of=("self",))
-            .select_related("execution__version")
-            .defer("execution__inputs", "execution__trigger")
-            .filter(id=step_id, status=StepStatus.RUNNING, lease_owner=owner, attempt=attempt)
-            .first()
+def settle(settlements: list[Settlement]) -> set[int]:
+    """End the attempts, each fenced by its owner (a retry when attempts are left: pending again,
+    claimable after its backoff, holding no slot meanwhile), and advance their executions, all
+    in one transaction. Returns the ids of the steps settled; the others were no longer their
+    owner's."""
+    rows = []
+    for settlement in settlements:
+        outcome, output = _stored(settlement.outcome)
+        claim = settlement.claim
+        delay = _retry_delay(claim, outcome)
+        rows.append(
+            (
+                claim.id,
+                claim.attempt,
+                settlement.owner,
+                outcome.status,
+                output,
+                outcome.error,
+                delay,
+            )
         )
-        if step is None:
-            return False
-        outcome = _bounded(outcome)
-        step.lease_owner, step.lease_expires_at = "", None
-        step.output, step.error = outcome.output, outcome.error
-        retry = _retry_delay(step, outcome)
-        if retry is not None:
-            step.status = StepStatus.PENDING
-            step.attempt = F("attempt") + 1
-            step.not_before = timezone.now() + timedelta(seconds=retry)
-        else:
-            step.status = outcome.status
-            step.completed_at = timezone.now()
-        step.save()
-        execution_id = step.execution_id
-    orchestrator.advance(execution_id)
-    return True
+    with transaction.atomic():
+        settled = dispatch.attempts_settle(rows)
+        orchestrator.advance_many(set(settled.values()))
+    return set(settled)
 
 
-def _retry_delay(step: StepExecution, outcome: Outcome) -> float | None:
+def _retry_delay(claim: dispatch.Claim, outcome: Outcome) -> float | None:
     if outcome.status != StepStatus.FAILED or not outcome.retryable:
         return None
-    spec = orchestrator.spec_of(step.execution.version)
-    retry = next(s for s in spec.steps if s.name == step.name).retry
-    if step.attempt >= retry.max_attempts:
+    retry = _step_spec(orchestrator.spec_by_id(claim.version_id), claim).retry
+    if claim.attempt >= retry.max_attempts:
         return None
     if retry.backoff == "exponential":
-        return min(BACKOFF_BASE * 2 ** (step.attempt - 1), BACKOFF_CAP)
+        return min(BACKOFF_BASE * 2 ** (claim.attempt - 1), BACKOFF_CAP)
     return BACKOFF_BASE

@@ -6,12 +6,16 @@ connection per step. Beside the loop, the listener thread: LISTEN on the work ch
 notification wakes the claim loop. (The engine clock runs in a process of its own, so a worker
 that hangs never stops the reaper that recovers its steps.)
 
-The claim loop claims pending executions (and advances them) and due steps, at most as many
-steps as it has free slots, then sleeps until a notification, a freed slot, the earliest
-retry's `not_before`, or the safety poll. Every HEARTBEAT one statement renews the leases of all
-the attempts the process holds and reads their executions' status: a cancelled or timed-out
-execution stops its steps within a heartbeat, and an attempt whose lease was taken over is
-abandoned without a write.
+The claim loop starts pending executions (claimed and advanced in one transaction, one batch
+at a time on a database thread) and claims due steps, at most as many as it has free slots,
+then sleeps until a notification, a freed slot, the earliest retry's `not_before`, or the
+safety poll. A claimed step whose params read no expression starts without another query.
+Finished attempts are settled in batches: one transaction ends every attempt that finished
+meanwhile and advances their executions, by at most SETTLERS batches at once.
+
+Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
+their executions' status: a cancelled or timed-out execution stops its steps within a
+heartbeat, and an attempt whose lease was taken over is abandoned without a write.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ SAFETY_POLL = 5.0  # seconds between claims when nothing wakes the loop
 DB_THREADS = 4
 STOP_GRACE = 3.0  # seconds a stopping worker lets running attempts finish before handing back
 EXECUTION_BATCH = 50
+SETTLE_BATCH = 100
+SETTLERS = 2  # settle batches in flight at once, each on a database thread
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +70,7 @@ def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 @dataclass
 class _Held:
-    attempt: int
+    claim: dispatch.Claim
     action: asyncio.Task[runner.Outcome] | None = None
     stopped: bool = False
     # Why the attempt was stopped: the outcome to settle, or None to walk away (the lease was
@@ -85,6 +91,9 @@ class StepWorker:
         self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
+        self.starting: asyncio.Future[int] | None = None
+        self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
+        self.settlers = 0
 
     async def run(self) -> None:
         limits = httpx.Limits(max_connections=self.slots, max_keepalive_connections=self.slots)
@@ -129,16 +138,20 @@ class StepWorker:
         free = self.slots - len(self.held)
         if free <= 0:
             return False
-        executions = await self._on(
-            self.claims, dispatch.executions_claim, min(free, EXECUTION_BATCH)
-        )
-        for execution_id in executions:
-            self._background(self._db(orchestrator.advance, execution_id))
-        steps = await self._on(self.claims, dispatch.steps_claim, self.owner, free)
-        for step_id, attempt in steps:
-            held = self.held[step_id] = _Held(attempt)
-            self._background(asyncio.create_task(self._attempt(step_id, held)))
-        return len(steps) == free or len(executions) == min(free, EXECUTION_BATCH)
+        if self.starting is None:
+            self.starting = self._db(orchestrator.executions_start, EXECUTION_BATCH)
+            self.starting.add_done_callback(self._started)
+            self._background(self.starting)
+        claims = await self._on(self.claims, _steps_claim, self.owner, free)
+        for claim in claims:
+            held = self.held[claim.id] = _Held(claim)
+            self._background(asyncio.create_task(self._attempt(held)))
+        return len(claims) == free
+
+    def _started(self, future: asyncio.Future[int]) -> None:
+        self.starting = None
+        if not future.cancelled() and future.exception() is None and future.result():
+            self.wake.set()  # more may be pending; their steps may be claimable already
 
     async def _idle_timeout(self) -> float:
         due = await self._on(self.claims, dispatch.steps_next_due)
@@ -153,9 +166,12 @@ class StepWorker:
         if not future.cancelled() and future.exception() is not None:
             logger.error("engine work failed", exc_info=future.exception())
 
-    async def _attempt(self, step_id: int, held: _Held) -> None:
+    async def _attempt(self, held: _Held) -> None:
+        claim = held.claim
         try:
-            prepared = await self._db(runner.prepare, step_id)
+            prepared = runner.prepare_kept(claim)
+            if prepared is None:
+                prepared = await self._db(runner.prepare, claim)
             if isinstance(prepared, runner.Outcome):
                 outcome: runner.Outcome | None = prepared
             elif held.stopped:
@@ -167,21 +183,52 @@ class StepWorker:
                 except asyncio.CancelledError:
                     outcome = held.verdict
             if outcome is None:
-                logger.warning("step %s attempt %s: given up by %s", step_id, held.attempt, self)
+                logger.warning("step %s attempt %s: given up by %s", claim.id, claim.attempt, self)
                 return
-            settled = await self._db(
-                runner.settle, step_id, owner=self.owner, attempt=held.attempt, outcome=outcome
-            )
-            if not settled:
+            if not await self._settle(runner.Settlement(claim, self.owner, outcome)):
                 logger.warning(
                     "step %s attempt %s: no longer held by %s, result dropped",
-                    step_id,
-                    held.attempt,
+                    claim.id,
+                    claim.attempt,
                     self,
                 )
         finally:
-            del self.held[step_id]
+            del self.held[claim.id]
             self.wake.set()
+
+    async def _settle(self, settlement: runner.Settlement) -> bool:
+        """Settle with whatever else finished meanwhile; whether the attempt was still ours."""
+        settled = asyncio.get_running_loop().create_future()
+        self.unsettled.append((settlement, settled))
+        if self.settlers < SETTLERS:
+            self.settlers += 1
+            self._background(asyncio.create_task(self._settle_loop()))
+        return await settled
+
+    async def _settle_loop(self) -> None:
+        try:
+            while self.unsettled:
+                batch = self.unsettled[:SETTLE_BATCH]
+                del self.unsettled[:SETTLE_BATCH]
+                await self._settle_batch(batch)
+        finally:
+            self.settlers -= 1
+
+    async def _settle_batch(
+        self, batch: list[tuple[runner.Settlement, asyncio.Future[bool]]]
+    ) -> None:
+        try:
+            settled = await self._db(runner.settle, [settlement for settlement, _ in batch])
+        except Exception as error:
+            if len(batch) == 1:
+                batch[0][1].set_exception(error)
+                return
+            # One execution's failure must not fail the others' settlements: one by one.
+            for one in batch:
+                await self._settle_batch([one])
+            return
+        for settlement, future in batch:
+            future.set_result(settlement.claim.id in settled)
 
     def _halt(self, held: _Held, verdict: runner.Outcome | None) -> None:
         held.stopped, held.verdict = True, verdict
@@ -193,7 +240,7 @@ class StepWorker:
             await asyncio.sleep(HEARTBEAT)
             if not self.held:
                 continue
-            snapshot = {step_id: held.attempt for step_id, held in self.held.items()}
+            snapshot = {step_id: held.claim.attempt for step_id, held in self.held.items()}
             try:
                 statuses = await self._on(self.leases, dispatch.leases_renew, self.owner, snapshot)
             except DatabaseError:
@@ -201,7 +248,7 @@ class StepWorker:
                 continue
             for step_id, attempt in snapshot.items():
                 held = self.held.get(step_id)
-                if held is None or held.attempt != attempt or held.stopped:
+                if held is None or held.claim.attempt != attempt or held.stopped:
                     continue
                 status = statuses.get(step_id)
                 if status is None:
@@ -216,7 +263,7 @@ class StepWorker:
         """Let running attempts finish for STOP_GRACE, then hand the rest back."""
         if self.background:
             await asyncio.wait(list(self.background), timeout=STOP_GRACE)
-        left = {step_id: held.attempt for step_id, held in self.held.items()}
+        left = {step_id: held.claim.attempt for step_id, held in self.held.items()}
         for held in list(self.held.values()):
             self._halt(held, None)
         if left:
@@ -227,6 +274,14 @@ class StepWorker:
 
     def __str__(self) -> str:
         return f"worker {self.owner}"
+
+
+def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
+    """Claim steps, and read the specs of versions this process has not seen (once each)."""
+    claims = dispatch.steps_claim(owner, limit)
+    for version_id in {claim.version_id for claim in claims}:
+        orchestrator.spec_by_id(version_id)
+    return claims
 
 
 def _listen(loop: asyncio.AbstractEventLoop, wake: asyncio.Event, stop: threading.Event) -> None:

@@ -31,7 +31,9 @@ class NotCancellable(Exception):
 def execution_finish(execution_id: uuid.UUID, *, status: str, error: str = "") -> bool:
     """Move a live execution to a terminal status; False when it was already terminal."""
     assert status in TERMINAL, status
-    with transaction.atomic():
+    # Inside a caller's transaction (the engine finishes executions in batches), no savepoint:
+    # it would cost two round trips, and any error here fails the caller's transaction anyway.
+    with transaction.atomic(savepoint=False):
         # The row lock makes check-then-save conditional: of two racing finishers, one wins.
         execution = (
             Execution.objects.select_for_update(of=("self",))

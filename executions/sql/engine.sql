@@ -1,5 +1,81 @@
--- The engine's reads (engine/reaper.py). The step workers' claims and leases are still in
--- engine/dispatch.py.
+-- The engine's statements: the step workers' claims, leases and settlements (engine/dispatch.py)
+-- and the reaper's reads (engine/reaper.py).
+
+-- name: executions_claim
+-- pending → running for up to %(limit)s executions, oldest first (the caller advances them in
+-- the same transaction).
+UPDATE executions_execution SET status = 'running', started_at = now()
+ WHERE id IN (SELECT id FROM executions_execution WHERE status = 'pending'
+               ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+RETURNING id
+
+-- name: step_claimed
+-- What running one attempt needs, besides its params: the columns of engine.dispatch.Claim.
+s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
+
+-- name: steps_claim
+-- pending → running, leased to %(owner)s, for up to %(limit)s due steps of running executions.
+-- (The execution is matched by its key: joined on its status alone, the planner may walk the
+-- slot holders' index once per pending step.)
+UPDATE executions_stepexecution s
+   SET status = 'running', lease_owner = %(owner)s, started_at = now(),
+       lease_expires_at = now() + make_interval(secs => %(lease)s)
+  FROM executions_execution e
+ WHERE s.id IN (SELECT p.id FROM executions_stepexecution p
+                 WHERE p.status = 'pending' AND (p.not_before IS NULL OR p.not_before <= now())
+                   AND EXISTS (SELECT 1 FROM executions_execution r
+                                WHERE r.id = p.execution_id AND r.status = 'running')
+                 ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
+                   FOR UPDATE OF p SKIP LOCKED)
+   AND e.id = s.execution_id
+RETURNING {step_claimed}
+
+-- name: steps_next_due
+-- Seconds until the earliest pending step waiting for its `not_before` (a retry's backoff).
+SELECT extract(epoch FROM min(not_before) - now()) FROM executions_stepexecution
+ WHERE status = 'pending' AND not_before > now()
+
+-- name: leases_renew
+-- Renew every lease %(owner)s holds, fenced by attempt; the steps it no longer holds are missing
+-- from the result (the reaper took them over).
+UPDATE executions_stepexecution s
+   SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempt), executions_execution e
+ WHERE s.id = held.id AND s.attempt = held.attempt AND s.status = 'running'
+   AND s.lease_owner = %(owner)s AND e.id = s.execution_id
+RETURNING s.id, e.status
+
+-- name: leases_release
+-- A stopping worker hands back the attempts it did not finish, as if never claimed.
+UPDATE executions_stepexecution s
+   SET status = 'pending', lease_owner = '', lease_expires_at = NULL, started_at = NULL
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempt), executions_execution e
+ WHERE s.id = held.id AND s.attempt = held.attempt AND s.status = 'running'
+   AND s.lease_owner = %(owner)s AND e.id = s.execution_id AND e.status = 'running'
+
+-- name: steps_settle
+-- End many attempts at once, each fenced by its owner and attempt: a retry becomes pending
+-- again (the next attempt, claimable after %(delays)s seconds), anything else takes its final
+-- status. Returns the attempts it ended with their executions; an attempt missing from the
+-- result was no longer its owner's.
+UPDATE executions_stepexecution s
+   SET status = CASE WHEN o.delay IS NULL THEN o.status ELSE 'pending' END,
+       attempt = CASE WHEN o.delay IS NULL THEN s.attempt ELSE s.attempt + 1 END,
+       not_before = CASE WHEN o.delay IS NULL THEN s.not_before
+                         ELSE now() + make_interval(secs => o.delay) END,
+       completed_at = CASE WHEN o.delay IS NULL THEN now() END,
+       output = o.output::jsonb, error = o.error, lease_owner = '', lease_expires_at = NULL
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(owners)s::text[], %(statuses)s::text[],
+              %(outputs)s::text[], %(errors)s::text[], %(delays)s::float[])
+       AS o(id, attempt, owner, status, output, error, delay)
+ WHERE s.id = o.id AND s.attempt = o.attempt AND s.status = 'running' AND s.lease_owner = o.owner
+RETURNING s.id, s.execution_id
+
+-- name: steps_expired
+-- Running attempts whose lease expired (their worker stopped heartbeating), with their owner.
+SELECT {step_claimed}, s.lease_owner FROM executions_stepexecution s
+  JOIN executions_execution e ON e.id = s.execution_id
+ WHERE s.status = 'running' AND s.lease_expires_at < now()
 
 -- name: executions_past_timeout
 -- Running executions past their workflow's `timeout`.

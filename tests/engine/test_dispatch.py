@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from engine import dispatch
 from executions.models import Execution, StepExecution
+from executions.sql import queries
 from executions.services.lifecycle import execution_start
 from tests.engine.conftest import run
 from workflows.models import WorkflowDefinition
@@ -34,7 +35,7 @@ def running_execution(apply: Callable[..., WorkflowDefinition], steps: int) -> E
     return execution
 
 
-def claim_in_threads(claim: Callable[[str, int], list[tuple[int, int]]]) -> Counter[int]:
+def claim_in_threads(claim: Callable[[str, int], list[dispatch.Claim]]) -> Counter[int]:
     """THREADS threads claim 5 at a time until nothing is left; how often each step was won."""
     won: Counter[int] = Counter()
     barrier = threading.Barrier(THREADS)
@@ -43,7 +44,7 @@ def claim_in_threads(claim: Callable[[str, int], list[tuple[int, int]]]) -> Coun
         try:
             barrier.wait(timeout=10)
             while claimed := claim(f"owner-{number}", 5):
-                won.update(step_id for step_id, _ in claimed)
+                won.update(step.id for step in claimed)
         finally:
             connection.close()
 
@@ -68,9 +69,8 @@ def test_without_skip_locked_racing_workers_claim_steps_twice(
     apply: Callable[..., WorkflowDefinition], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The mutant the race test must catch: the claim without its row locks."""
-    monkeypatch.setattr(
-        dispatch, "_CLAIM_STEPS", dispatch._CLAIM_STEPS.replace("FOR UPDATE OF p SKIP LOCKED", "")
-    )
+    lockless = queries["steps_claim"].replace("FOR UPDATE OF p SKIP LOCKED", "")
+    monkeypatch.setitem(queries, "steps_claim", lockless)
     running_execution(apply, STEPS)
     won = claim_in_threads(dispatch.steps_claim)
     assert max(won.values()) > 1
@@ -93,9 +93,9 @@ def test_renewing_leases_is_fenced_by_owner_and_attempt_and_reads_the_execution_
     apply: Callable[..., WorkflowDefinition],
 ) -> None:
     execution = running_execution(apply, 3)
-    (a, attempt_a), (b, attempt_b), (c, attempt_c) = sorted(dispatch.steps_claim("me", 3))
-    held = {a: attempt_a, b: attempt_b + 1, c: attempt_c}
-    StepExecution.objects.filter(id=c).update(lease_owner="someone-else")
-    assert dispatch.leases_renew("me", held) == {a: "running"}
+    a, b, c = sorted(dispatch.steps_claim("me", 3), key=lambda claim: claim.id)
+    held = {a.id: a.attempt, b.id: b.attempt + 1, c.id: c.attempt}
+    StepExecution.objects.filter(id=c.id).update(lease_owner="someone-else")
+    assert dispatch.leases_renew("me", held) == {a.id: "running"}
     Execution.objects.filter(id=execution.id).update(status="cancelled")
-    assert dispatch.leases_renew("me", held) == {a: "cancelled"}
+    assert dispatch.leases_renew("me", held) == {a.id: "cancelled"}
