@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from engine import dispatch
 from executions.models import Execution, StepExecution
-from executions.sql import queries
 from executions.services.lifecycle import execution_start
+from executions.sql import queries
 from tests.engine.conftest import run
 from workflows.models import WorkflowDefinition
 
