@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: run test lint bench install browser wrk
+.PHONY: run test lint bench install browser hosts wrk
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,13 +28,20 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 		else echo "chromium missing: the browser tests will be skipped (sudo apt-get install chromium)"; fi; }
 
+# Debian's PgBouncer and iproute2 for the multi-host tests (tests/multihost: PgBouncer, and test
+# hosts in network namespaces, which need root); without them those tests are skipped.
+hosts:
+	@command -v pgbouncer >/dev/null && command -v ip >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq pgbouncer iproute2 >/dev/null; \
+		else echo "pgbouncer or iproute2 missing: the multi-host tests will be skipped (sudo apt-get install pgbouncer iproute2)"; fi; }
+
 run: install
 	$(BIN)/mantle migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	$(BIN)/mantle seed-demo
 	$(BIN)/mantle serve
 
-test: install browser
+test: install browser hosts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	MANTLE_CONFIG=tests/mantle.yaml $(BIN)/mypy

@@ -1,6 +1,6 @@
 """The only advisory-lock SQL in Mantle, and the one home of session-scoped PostgreSQL use
-(`session_lock` and `listen`, each on a connection of its own: what a transaction pooler cannot
-carry).
+(`session_lock` and `listen`, each on a connection of its own to `database.direct_url`: what a
+transaction pooler cannot carry).
 
 Every lock but `session_lock` (the engine clock's) is
 transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
+from django.conf import settings
+from django.db import OperationalError, connection, connections
 from psycopg import errors as pg_errors
 
 
@@ -112,7 +113,7 @@ def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
     """Non-blocking, held for the `with` block on a connection of its own (so the holder's
     transactions are unaffected), and released by PostgreSQL when that connection or the whole
     process dies: a lease with no expiry to tune. Yields whether this process holds it."""
-    holder = connections.create_connection(DEFAULT_DB_ALIAS)
+    holder = connections.create_connection(settings.DIRECT_DATABASE_ALIAS)
     try:
         with holder.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [namespace, key])
@@ -125,7 +126,7 @@ def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
 def listen(channel: str) -> Iterator[Callable[[float], bool]]:
     """LISTEN on `channel` on a connection of its own (autocommit). Yields `wait(timeout)`: True
     as soon as a notification arrives, False after `timeout`."""
-    listener = connections.create_connection(DEFAULT_DB_ALIAS)
+    listener = connections.create_connection(settings.DIRECT_DATABASE_ALIAS)
     try:
         listener.ensure_connection()
         raw = listener.connection

@@ -28,6 +28,9 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class DatabaseConfig:
     url: str | None = None
+    # What the LISTEN connections and the engine clock's session lock use, when `url` goes
+    # through a transaction pooler (PgBouncer) that cannot carry them; default: `url`.
+    direct_url: str | None = None
 
 
 def _default_workers() -> int:
@@ -174,7 +177,7 @@ def _url(value: object) -> str:
 
 
 _PARSERS: dict[str, dict[str, Any]] = {
-    "database": {"url": _url},
+    "database": {"url": _url, "direct_url": _url},
     "engine": {
         "max_concurrent_executions_per_team": _non_negative_int,
         "queue_poll_interval": parse_duration,

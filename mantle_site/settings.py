@@ -52,6 +52,18 @@ if DATABASE_URL is None:
 else:
     DATABASES = {"default": _database(DATABASE_URL)}
 
+# The connections a transaction pooler cannot carry (core.locks: LISTEN, the clock's session
+# lock) go to `database.direct_url`. Given one, `url` is taken to be pooled: no server-side
+# cursors there (a WITH HOLD cursor outlives the transaction that held its server connection).
+DIRECT_DATABASE_ALIAS = "default"
+if MANTLE.database.direct_url is not None:
+    DIRECT_DATABASE_ALIAS = "direct"
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["direct"] = {
+        **_database(MANTLE.database.direct_url),
+        "TEST": {"MIRROR": "default"},
+    }
+
 
 def _local_secret_key() -> str:
     # Shared by every process on this machine (web workers must agree to read sessions). A

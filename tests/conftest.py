@@ -12,7 +12,9 @@ from django_q.conf import Conf
 
 from teams.models import Team
 from tests.factories import TeamFactory, UserFactory, WorkflowFactory
-from tests.processes import ENGINE, Cluster, Server, database_url
+from tests.multihost import pgbouncer as pgbouncer_binary
+from tests.multihost.pgbouncer import PgBouncer
+from tests.processes import ENGINE, Cluster, Server, database_url, free_port
 from workflows.models import WorkflowDefinition
 
 
@@ -98,6 +100,23 @@ def serve(tmp_path: Path, test_database_url: str) -> Iterator[Callable[..., Serv
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def pgbouncer(test_database_url: str) -> Iterator[PgBouncer]:
+    """PgBouncer in transaction pooling mode (4 server connections) in front of the test
+    database's server, on a free local port; `.url(name)` reaches a database through it."""
+    missing = pgbouncer_binary.missing()
+    if missing:
+        pytest.skip(missing)
+    db = settings.DATABASES["default"]
+    host = db["HOST"] or "127.0.0.1"
+    # The embedded server's socket is open to its own system user only.
+    user = Path(host).owner() if host.startswith("/") else pgbouncer_binary.SYSTEM_USER
+    server = f"host={host} port={db['PORT'] or 5432}"
+    bouncer = PgBouncer(server=server, port=free_port(), user=user)
+    yield bouncer
+    bouncer.stop()
 
 
 @pytest.fixture

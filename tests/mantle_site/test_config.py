@@ -49,6 +49,16 @@ def test_environment_variables_override_the_file(tmp_path):
     assert config.server.bind == "127.0.0.1:9001"
 
 
+def test_the_direct_url_is_optional_and_overridable(tmp_path):
+    path = write(tmp_path, "database:\n  url: postgresql://u@pgbouncer:6432/m\n")
+    assert load_config(path, environ={}).database.direct_url is None
+    config = load_config(
+        path, environ={"MANTLE_DATABASE_DIRECT_URL": "postgresql://u@10.0.0.2:5432/m"}
+    )
+    assert config.database.url == "postgresql://u@pgbouncer:6432/m"
+    assert config.database.direct_url == "postgresql://u@10.0.0.2:5432/m"
+
+
 def test_mantle_config_names_the_file(tmp_path):
     path = write(tmp_path, "engine:\n  step_lease: 5s\n")
     assert load_config(environ={"MANTLE_CONFIG": str(path)}).engine.step_lease == 5.0
@@ -72,6 +82,7 @@ def test_mantle_config_names_the_file(tmp_path):
         ("engine:\n  queue_poll_interval: soon\n", "engine.queue_poll_interval"),
         ("server:\n  bind: localhost\n", "server.bind"),
         ("database:\n  url: mysql://x\n", "database.url"),
+        ("database:\n  direct_url: redis://x\n", "database.direct_url"),
         ("engine: 5\n", "engine"),
         ("engine:\n  http:\n    allow: [10.0.0.0/33]\n", "engine.http"),
         ("engine:\n  http:\n    deny: [not a host]\n", "engine.http"),

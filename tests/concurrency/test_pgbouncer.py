@@ -1,0 +1,86 @@
+"""The core admission races with every connection of this process going through PgBouncer in
+transaction pooling mode (16 clients on 4 server connections): admission's locks are
+transaction-scoped (`pg_advisory_xact_lock`), so a server connection handed to another client
+between two transactions carries none of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.db import connections
+
+from executions.models import Execution
+from tests.concurrency.test_admission_races import (
+    LIMIT,
+    assert_promoted_in_fifo_order,
+    drain,
+    flood,
+)
+from tests.multihost.pgbouncer import PgBouncer
+
+pytestmark = [pytest.mark.hosts, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def through_pgbouncer(pgbouncer: PgBouncer) -> Iterator[None]:
+    """Every new connection of the default database (every thread's) goes through PgBouncer,
+    until PgBouncer stops (restored here, not by monkeypatch, which is undone later)."""
+    host, port = pgbouncer.address
+    default = settings.DATABASES["default"]
+    direct = {key: default.get(key) for key in ("HOST", "PORT", "DISABLE_SERVER_SIDE_CURSORS")}
+    connections.close_all()
+    default.update(HOST=host, PORT=str(port), DISABLE_SERVER_SIDE_CURSORS=True)
+    yield
+    connections.close_all()
+    default.update(direct)
+
+
+def test_the_workflow_limit_holds_through_pgbouncer(
+    make_team, make_workflow, sampler, through_pgbouncer, pgbouncer
+):
+    team = make_team()
+    workflow = make_workflow(team, limit=LIMIT)
+    before = pgbouncer.transactions()
+    watch = sampler(team.id)
+    outcomes = flood(team, [workflow], admissions=80, threads=16)
+    drain([workflow])
+    watch.stop()
+    assert sorted(set(outcomes)) <= ["pending", "queued"]
+    assert len(outcomes) == Execution.objects.filter(workflow=workflow).count() == 80
+    assert watch.samples > 20
+    assert 0 < watch.max_per_workflow[workflow.id] <= LIMIT
+    assert_promoted_in_fifo_order(workflow)
+    assert pgbouncer.transactions() - before >= 80
+    print(
+        f"\nthrough PgBouncer: max holders {watch.max_per_workflow[workflow.id]} (limit {LIMIT})"
+        f" in {watch.samples} samples"
+    )
+
+
+def test_the_team_limit_holds_across_workflows_through_pgbouncer(
+    make_team, make_workflow, sampler, through_pgbouncer
+):
+    team = make_team(max_concurrent_executions=4)
+    workflows = [make_workflow(team, name) for name in ("a", "b", "c")]
+    watch = sampler(team.id)
+    outcomes = flood(team, workflows, admissions=60, threads=16)
+    drain(workflows)
+    watch.stop()
+    assert len(outcomes) == 60
+    assert 0 < watch.max_team <= 4
+    for workflow in workflows:
+        assert_promoted_in_fifo_order(workflow)
+
+
+def test_without_locks_the_flood_through_pgbouncer_breaks_the_limit(
+    make_team, make_workflow, sampler, without_locks, through_pgbouncer
+):
+    """Proof that the race above is caught through PgBouncer too."""
+    team = make_team()
+    workflow = make_workflow(team, limit=LIMIT)
+    watch = sampler(team.id)
+    flood(team, [workflow], admissions=80, threads=16)
+    watch.stop()
+    assert watch.max_per_workflow[workflow.id] > LIMIT
