@@ -75,6 +75,11 @@ def expression_context(
 ) -> dict[str, Any]:
     """What `{{ … }}` sees: inputs, finished steps (output, status, error), trigger, env, item,
     index, execution."""
+    # An execution's inputs and trigger (a webhook's payload may be large) are often deferred:
+    # both load here, in one query, only when an expression is about to be evaluated.
+    deferred = execution.get_deferred_fields() & {"inputs", "trigger"}
+    if deferred:
+        execution.refresh_from_db(fields=sorted(deferred))
     return {
         "inputs": execution.inputs,
         "steps": {
@@ -236,6 +241,9 @@ def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
     # with status "skipped"; a cancelled one (the execution is ending) skips them.
     if any(dep.status == StepStatus.CANCELLED for dep in dependencies):
         plan.create(step, status=StepStatus.SKIPPED, completed_at=Now())
+        return
+    if step.if_ is None and step.for_each is None:
+        plan.create(step, status=StepStatus.PENDING)
         return
     context = expression_context(plan.execution, plan.rows)
     try:

@@ -30,14 +30,33 @@ def promote_after_terminal(
         "status": instance.status,
     }
 
-    def after_commit() -> None:
-        metrics.count_terminal(**labels)
-        promotion.queue_promote(team_id, trigger="completion")
-
     # The transition is committed whatever happens next: a promotion that fails now (the team's
     # lock busy past lock_timeout, the database gone) is logged and left to the backup poller,
     # never turned into an error for the caller that made the transition.
-    transaction.on_commit(after_commit, robust=True)
+    transaction.on_commit(lambda: metrics.count_terminal(**labels), robust=True)
+    if not _promotion_pending(team_id):
+        transaction.on_commit(_Promote(team_id), robust=True)
+
+
+class _Promote:
+    """The team's promotion after commit. One promotes as many as fit, so a transaction that
+    ends many executions of one team (the engine settles in batches) promotes it once."""
+
+    def __init__(self, team_id: int) -> None:
+        self.team_id = team_id
+
+    def __call__(self) -> None:
+        promotion.queue_promote(self.team_id, trigger="completion")
+
+
+def _promotion_pending(team_id: int) -> bool:
+    """Whether this transaction already promotes the team after commit. A callback still
+    pending was registered in this savepoint or an enclosing one (a rolled-back savepoint drops
+    its callbacks at once), so nothing can drop it and keep the caller's transition."""
+    return any(
+        isinstance(callback, _Promote) and callback.team_id == team_id
+        for _savepoints, callback, _robust in transaction.get_connection().run_on_commit
+    )
 
 
 @receiver(limit_loosened, dispatch_uid="promote_after_limit_loosened")

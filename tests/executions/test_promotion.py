@@ -1,7 +1,11 @@
 from __future__ import annotations
 
-import pytest
+import contextlib
 
+import pytest
+from django.db import transaction
+
+from executions import signals
 from executions.models import Execution, Status
 from executions.services import promotion
 from executions.services.admission import execution_admit
@@ -30,6 +34,33 @@ def test_every_terminal_status_promotes_the_oldest_queued(
     promoted = Execution.objects.get(id=queued[0].id)
     assert promoted.promoted_at is not None
     assert promoted.blocked_by is None
+
+
+def test_a_transaction_ending_many_executions_of_a_team_promotes_it_once(
+    team, make_workflow, django_capture_on_commit_callbacks
+):
+    workflow = make_workflow(team, limit=2)
+    running = [execution_admit(team=team, workflow=workflow).execution for _ in range(2)]
+    queued = [execution_admit(team=team, workflow=workflow).execution for _ in range(3)]
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+        for execution in running:
+            execution_finish(execution.id, status=Status.COMPLETED)
+    assert statuses(queued) == [Status.PENDING, Status.PENDING, Status.QUEUED]
+    assert sum(isinstance(callback, signals._Promote) for callback in callbacks) == 1
+
+
+def test_a_promotion_dropped_with_a_rolled_back_savepoint_does_not_stand_in_for_another(
+    team, make_workflow, django_capture_on_commit_callbacks
+):
+    workflow = make_workflow(team, limit=2)
+    running = [execution_admit(team=team, workflow=workflow).execution for _ in range(2)]
+    queued = execution_admit(team=team, workflow=workflow).execution
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        with contextlib.suppress(ZeroDivisionError), transaction.atomic():
+            execution_finish(running[0].id, status=Status.COMPLETED)
+            raise ZeroDivisionError  # this transition, and its promotion, roll back
+        execution_finish(running[1].id, status=Status.COMPLETED)
+    assert statuses([*running, queued]) == [Status.PENDING, Status.COMPLETED, Status.PENDING]
 
 
 def test_cancel_works_from_queued_pending_and_running(
