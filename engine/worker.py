@@ -45,7 +45,7 @@ from executions.sql import WORK_CHANNEL
 
 HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
 SAFETY_POLL = 5.0  # seconds between claims when nothing wakes the loop
-DB_THREADS = 4
+DB_THREADS = 3  # a start batch and SETTLERS settle batches at once
 STOP_GRACE = 3.0  # seconds a stopping worker lets running attempts finish before handing back
 EXECUTION_BATCH = 50
 SETTLE_BATCH = 100

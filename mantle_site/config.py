@@ -33,9 +33,15 @@ class DatabaseConfig:
     direct_url: str | None = None
 
 
+# Steps one `mantle serve` runs at once with the default slots_per_worker (100): the default
+# number of step workers gives it that many slots (README, "The worker model").
+DEFAULT_STEP_CAPACITY = 1000
+
+
 def _default_workers() -> int:
-    """One step-worker process per core: each runs its slots on one event loop (one core)."""
-    return os.cpu_count() or 1
+    """Enough step-worker processes for DEFAULT_STEP_CAPACITY slots, and one per core at least
+    (each runs its slots on one event loop, one core)."""
+    return max(os.cpu_count() or 1, DEFAULT_STEP_CAPACITY // EngineConfig.slots_per_worker)
 
 
 @dataclass(frozen=True)

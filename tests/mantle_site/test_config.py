@@ -133,3 +133,10 @@ def test_web_workers_and_threads_come_from_the_file_or_the_environment(tmp_path)
     assert (server.workers, server.threads) == (3, 2)
     with pytest.raises(ConfigError, match=r"server\.threads"):
         load_config(path, environ={"MANTLE_SERVER_THREADS": "0"})
+
+
+def test_step_workers_default_to_a_thousand_slots_and_one_per_core_at_least(tmp_path, monkeypatch):
+    engine = load_config(write(tmp_path, ""), environ={}).engine
+    assert engine.workers * engine.slots_per_worker >= 1000
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert load_config(write(tmp_path, ""), environ={}).engine.workers == 16
