@@ -54,6 +54,7 @@ def start_apps(hosts: Hosts) -> Iterator[Callable[..., list[AppHost]]]:
     started: list[AppHost] = []
 
     def start(roles: list[str | None], **options: object) -> list[AppHost]:
+        listening = hosts.database.listeners()
         apps = [
             AppHost(host, hosts.database, role=role, **options)  # type: ignore[arg-type]
             for host, role in zip(hosts.apps, roles, strict=False)
@@ -62,6 +63,11 @@ def start_apps(hosts: Hosts) -> Iterator[Callable[..., list[AppHost]]]:
         deadline = time.monotonic() + 90
         for app in apps:
             app.wait_ready(deadline)
+        # Workers are ready when they listen (one step worker per host with workers).
+        workers = listening + sum(1 for role in roles if role != "web-only")
+        while hosts.database.listeners() < workers:
+            assert time.monotonic() < deadline, "the step workers never listened"
+            time.sleep(0.2)
         return apps
 
     yield start

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psycopg
 
 from tests.multihost.network import Host
 from tests.multihost.pgbouncer import SYSTEM_USER, PgBouncer, as_unprivileged
@@ -38,6 +39,7 @@ SERVER_KEEPALIVES = (
     "tcp_keepalives_count=2",
     "tcp_user_timeout=3000",
 )
+LISTENERS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%'"
 INITDB = ("-U", "postgres", "--auth=trust", "--no-sync")
 CREATEDB = ("-h", "127.0.0.1", "-U", "postgres", DATABASE)
 REDIS = ("--port", str(REDIS_PORT), "--save", "", "--appendonly", "no", "--protected-mode", "no")
@@ -181,6 +183,25 @@ class DatabaseHost:
             "    workflow_apply(team=team, content=content)\n"
             "print(api_key_create(team=team)[1])\n"
         ).split()[-1]
+
+    def admit(self, team: str, workflow: str, count: int) -> None:
+        """`count` executions admitted the way the API does (for tests without a web host)."""
+        self.manage(
+            "from executions.services.admission import execution_admit\n"
+            "from workflows.models import WorkflowDefinition\n"
+            "workflow = WorkflowDefinition.objects.select_related('team')"
+            f".get(team__slug={team!r}, name={workflow!r})\n"
+            f"for _ in range({count}):\n"
+            "    execution_admit(team=workflow.team, workflow=workflow)\n"
+        )
+
+    def query(self, sql: str, params: list[object] | None = None) -> list[tuple]:
+        with psycopg.connect(self.direct_url, autocommit=True, connect_timeout=2) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def listeners(self) -> int:
+        """Step workers listening for work (their LISTEN sessions)."""
+        return self.query(LISTENERS_SQL)[0][0]
 
     def close(self) -> None:
         self.pgbouncer.stop()
