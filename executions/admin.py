@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from core.admin import ReadOnlyAdminMixin
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
-from executions.selectors import execution_step_counts, execution_steps
+from executions.selectors import STEP_FIELDS, execution_step_counts, execution_steps
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 from teams.admin import TeamAdmin
 from teams.models import Team
@@ -165,18 +165,11 @@ class StepExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_per_page = 100
     fields = readonly_fields = (
         "execution",
-        "name",
-        "fanout_index",
-        "status",
-        "attempt",
-        "output",
-        "error",
+        *(field for field in STEP_FIELDS if field != "id"),
         "lease_owner",
         "lease_expires_at",
         "not_before",
         "created_at",
-        "started_at",
-        "completed_at",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[StepExecution]:

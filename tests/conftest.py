@@ -19,24 +19,24 @@ from workflows.models import WorkflowDefinition
 
 
 @pytest.fixture
-def engine_config() -> Iterator[Callable[..., None]]:
-    """Override `engine:` keys of the config for one test: engine_config(step_lease=1.0)."""
+def mantle_config() -> Iterator[Callable[..., None]]:
+    """Override keys of one section of the config for one test:
+    mantle_config("engine", step_lease=1.0), mantle_config("limits", fanout_items=5000)."""
     original = settings.MANTLE
 
-    def override(**values: object) -> None:
+    def override(section: str, **values: object) -> None:
         current = settings.MANTLE
-        settings.MANTLE = dataclasses.replace(
-            current, engine=dataclasses.replace(current.engine, **values)
-        )
+        replaced = dataclasses.replace(getattr(current, section), **values)
+        settings.MANTLE = dataclasses.replace(current, **{section: replaced})
 
     yield override
     settings.MANTLE = original
 
 
 @pytest.fixture(autouse=True)
-def default_team_limit_is_unlimited(engine_config: Callable[..., None]) -> None:
+def default_team_limit_is_unlimited(mantle_config: Callable[..., None]) -> None:
     """Tests do not depend on the ./mantle.yaml they happen to run beside (its default is 50)."""
-    engine_config(max_concurrent_executions_per_team=0)
+    mantle_config("engine", max_concurrent_executions_per_team=0)
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_database_url(transactional_db: None) -> str:
 @pytest.fixture
 def engine(
     transactional_db: None,
-    engine_config: Callable[..., None],
+    mantle_config: Callable[..., None],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> Iterator[Callable[..., Cluster]]:
@@ -57,7 +57,7 @@ def engine(
     --workers-only`: `workers` step-worker processes of `slots` slots) on the test database
     (leases and intervals of tests.processes.ENGINE); every cluster stops at teardown. Their
     output is in tmp_path/cluster-<n>.log."""
-    engine_config(**ENGINE)
+    mantle_config("engine", **ENGINE)
     clusters: list[Cluster] = []
 
     def start(

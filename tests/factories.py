@@ -25,6 +25,25 @@ from workflows.services import workflow_apply
 NOOP_STEP = "  - name: only\n    action: test/noop\n"
 
 
+# Webhook secrets spelled three ways: quoted, as a block, plain.
+SIGNED_WORKFLOW = """name: signed
+triggers:
+  - type: webhook
+    path: /hooks/signed
+    secret: 'a quoted: secret'
+  - type: webhook
+    path: /hooks/block
+    secret: |
+      a-block-secret
+  - type: webhook
+    path: /hooks/plain
+    secret: a-plain-secret
+steps:
+  - name: only
+    action: test/noop
+"""
+
+
 def workflow_yaml(
     name: str = "deploy",
     *,

@@ -10,34 +10,16 @@ from rest_framework.test import APIClient
 
 from executions.models import Execution
 from mantle_site.config import EngineConfig
+from tests.factories import SIGNED_WORKFLOW
 from workflows.models import WorkflowDefinition
 from workflows.redaction import content_redacted
 
 pytestmark = pytest.mark.django_db
 
-SECRETS = """name: signed
-triggers:
-  - type: webhook
-    path: /hooks/signed
-    secret: 'a quoted: secret'
-  - type: webhook
-    path: /hooks/block
-    secret: |
-      a-block-secret
-  - type: webhook
-    path: /hooks/plain
-    secret: a-plain-secret
-steps:
-  - name: only
-    action: test/noop
-"""
-
 
 def test_get_workflow_and_the_admin_show_no_webhook_secret(api, admin_client):
-    assert (
-        api.put("/api/v1/workflows/signed", SECRETS, content_type="application/yaml").status_code
-        == 201
-    )
+    put = api.put("/api/v1/workflows/signed", SIGNED_WORKFLOW, content_type="application/yaml")
+    assert put.status_code == 201
     shown = api.get("/api/v1/workflows/signed").json()["content"]
     version = WorkflowDefinition.objects.get().current_version
     page = admin_client.get(reverse("admin:workflows_workflowversion_change", args=[version.id]))
@@ -60,7 +42,7 @@ def test_an_anchored_secret_is_redacted_where_it_is_written():
     )
 
 
-def test_credential_headers_are_not_stored(client, team, make_hook, engine_config):
+def test_credential_headers_are_not_stored(client, team, make_hook, mantle_config):
     make_hook(team)
     credentials = {
         "Authorization": "Bearer a",
@@ -82,7 +64,7 @@ def test_credential_headers_are_not_stored(client, team, make_hook, engine_confi
     headers = Execution.objects.get().trigger["headers"]
     assert headers["x-github-event"] == "push"
     assert not {name.lower() for name in credentials} & set(headers)
-    engine_config(redact_headers=("x-github-*",))
+    mantle_config("engine", redact_headers=("x-github-*",))
     client.post(
         "/hooks/deploy",
         b"{}",

@@ -17,14 +17,18 @@ SELECT workflow_id, count(*) FROM executions_execution
 """
 
 
-class Sampler(threading.Thread):
-    """Reads slot holders per workflow of one team in a loop; keeps the maxima seen."""
+class CountSampler(threading.Thread):
+    """Runs SQL (rows of group, count) in a loop on a connection of its own, every `pause`
+    seconds; keeps the most seen at once, in all (`most`) and per group (`most_per_group`)."""
 
-    def __init__(self, team_id: int) -> None:
+    SQL = ""
+    pause = 0.0
+
+    def __init__(self, *params: object) -> None:
         super().__init__(daemon=True)
-        self.team_id = team_id
-        self.max_team = 0
-        self.max_per_workflow: dict[int, int] = {}
+        self.params = params
+        self.most = 0
+        self.most_per_group: dict[object, int] = {}
         self.samples = 0
         self._halt = threading.Event()
 
@@ -32,20 +36,34 @@ class Sampler(threading.Thread):
         try:
             while not self._halt.is_set():
                 with connection.cursor() as cursor:
-                    cursor.execute(HOLDERS_SQL, [self.team_id])
+                    cursor.execute(self.SQL, self.params)
                     rows = cursor.fetchall()
                 self.samples += 1
-                self.max_team = max(self.max_team, sum(count for _, count in rows))
-                for workflow_id, count in rows:
-                    seen = self.max_per_workflow.get(workflow_id, 0)
-                    self.max_per_workflow[workflow_id] = max(seen, count)
+                self.most = max(self.most, sum(count for _, count in rows))
+                for group, count in rows:
+                    self.most_per_group[group] = max(self.most_per_group.get(group, 0), count)
+                self._halt.wait(self.pause)
         finally:
             connection.close()
 
-    def stop(self) -> Sampler:
+    def stop(self) -> CountSampler:
         self._halt.set()
         self.join(timeout=10)
         return self
+
+
+class Sampler(CountSampler):
+    """Slot holders per workflow of one team: Sampler(team_id)."""
+
+    SQL = HOLDERS_SQL
+
+    @property
+    def max_team(self) -> int:
+        return self.most
+
+    @property
+    def max_per_workflow(self) -> dict[object, int]:
+        return self.most_per_group
 
 
 def run_in_threads(jobs: list[Callable[[], object]], *, threads: int) -> list[object]:

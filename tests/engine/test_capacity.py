@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-from django.db import connection
-
 from executions.models import SLOT_HOLDING, Execution, StepExecution
+from tests.concurrency.harness import CountSampler
 from tests.engine.conftest import run, wait_for, wait_terminal
 from tests.engine.test_steps import max_overlap
 from tests.processes import ENGINE, Cluster
@@ -58,35 +56,14 @@ def test_max_parallel_20_over_100_branches_never_exceeds_20_and_reaches_it(
     assert max_overlap([(b.started_at, b.completed_at) for b in done]) == 20
 
 
-class RunningSampler(threading.Thread):
-    """Counts running steps per lease owner (worker process) in a loop, on its own connection;
-    keeps the most seen at once, in all and per owner."""
+class RunningSampler(CountSampler):
+    """Running steps per lease owner (worker process)."""
 
     SQL = """
     SELECT lease_owner, count(*) FROM executions_stepexecution
      WHERE status = 'running' AND lease_owner <> '' GROUP BY lease_owner
     """
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.most = 0
-        self.most_per_owner: dict[str, int] = {}
-        self.samples = 0
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self.halt.is_set():
-                with connection.cursor() as cursor:
-                    cursor.execute(self.SQL)
-                    rows = cursor.fetchall()
-                self.samples += 1
-                self.most = max(self.most, sum(count for _, count in rows))
-                for owner, count in rows:
-                    self.most_per_owner[owner] = max(self.most_per_owner.get(owner, 0), count)
-                self.halt.wait(0.02)
-        finally:
-            connection.close()
+    pause = 0.02
 
 
 def test_two_workers_of_10_slots_never_run_more_than_20_and_both_take_work(
@@ -98,14 +75,13 @@ def test_two_workers_of_10_slots_never_run_more_than_20_and_both_take_work(
     try:
         execution = wait_terminal(run(apply(fanout(80, seconds=1))), timeout=90)
     finally:
-        sampler.halt.set()
-        sampler.join(timeout=10)
+        sampler.stop()
     assert execution.status == "completed", execution.error
     assert sampler.samples > 50
-    print(f"most running {sampler.most}, per worker {sorted(sampler.most_per_owner.values())}")
+    print(f"most running {sampler.most}, per worker {sorted(sampler.most_per_group.values())}")
     assert sampler.most == 20
-    assert len(sampler.most_per_owner) == 2
-    assert max(sampler.most_per_owner.values()) == 10
+    assert len(sampler.most_per_group) == 2
+    assert max(sampler.most_per_group.values()) == 10
 
 
 def test_a_worker_killed_holding_50_steps_has_them_retried_once_each_and_the_queue_promoted(

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import ThreadingHTTPServer
 from typing import cast
 
 import httpx
@@ -19,56 +19,43 @@ import pytest
 from engine.actions import ActionContext, ActionFailed
 from engine.actions.http import run
 from engine.egress import EgressRefused, HttpConfig, destination_resolve
+from tests.servers import Handler, serving
 
 LOCAL_ONLY = HttpConfig(allow=(ipaddress.ip_network("127.0.0.1/32"),))
 
 
-class Handler(BaseHTTPRequestHandler):
+class Internal(Handler):
     def do_GET(self) -> None:
         cast(Recorder, self.server).hits.append((self.path, self.headers["Host"]))
         if self.path.startswith("/redirect"):
-            self.send_response(302)
-            self.send_header("Location", self.path.split("?to=", 1)[1])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.send(302, b"", location=self.path.split("?to=", 1)[1])
             return
         body = b"x" * 5000 if self.path == "/big" else b'{"secret": "internal"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send(200, body, content_type="application/json")
 
 
 class Recorder(ThreadingHTTPServer):
     def __init__(self, host: str) -> None:
-        super().__init__((host, 0), Handler)
+        super().__init__((host, 0), Internal)
         self.hits: list[tuple[str, str]] = []
 
 
 @pytest.fixture
 def listen() -> Iterator[Callable[[str], tuple[int, list[tuple[str, str]]]]]:
     """listen(host) → (port, hits): a real HTTP server on that address recording each request."""
-    servers: list[Recorder] = []
+    with ExitStack() as servers:
 
-    def start(host: str) -> tuple[int, list[tuple[str, str]]]:
-        httpd = Recorder(host)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        servers.append(httpd)
-        return httpd.server_address[1], httpd.hits
+        def start(host: str) -> tuple[int, list[tuple[str, str]]]:
+            httpd = Recorder(host)
+            servers.enter_context(serving(httpd))
+            return httpd.server_address[1], httpd.hits
 
-    yield start
-    for httpd in servers:
-        httpd.shutdown()
-        httpd.server_close()
+        yield start
 
 
 @pytest.fixture
-def policy(engine_config: Callable[..., None]) -> Callable[[HttpConfig], None]:
-    return lambda http: engine_config(http=http)
+def policy(mantle_config: Callable[..., None]) -> Callable[[HttpConfig], None]:
+    return lambda http: mantle_config("engine", http=http)
 
 
 def fetch(url: str) -> dict:

@@ -4,11 +4,9 @@ re-dispatches work, and one team's huge fan-out cannot hold back another team's 
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -23,21 +21,6 @@ from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def limits() -> Iterator[Callable[..., None]]:
-    """Override `limits:` keys of the config for one test: limits(fanout_items=5000)."""
-    original = settings.MANTLE
-
-    def override(**values: object) -> None:
-        current = settings.MANTLE
-        settings.MANTLE = dataclasses.replace(
-            current, limits=dataclasses.replace(current.limits, **values)
-        )
-
-    yield override
-    settings.MANTLE = original
 
 
 HUGE = """
@@ -69,9 +52,9 @@ def test_a_fanout_over_the_item_limit_fails_naming_the_limit(
 
 
 def test_fanout_rows_are_created_in_bounded_batches_as_branches_finish(
-    apply: Callable[..., WorkflowDefinition], limits: Callable[..., None]
+    apply: Callable[..., WorkflowDefinition], mantle_config: Callable[..., None]
 ) -> None:
-    limits(fanout_items=5000)
+    mantle_config("limits", fanout_items=5000)
     execution = run_over(apply(HUGE), 5000)
     assert execution_start(execution.id)
     orchestrator.advance(execution.id)
@@ -88,9 +71,9 @@ def test_fanout_rows_are_created_in_bounded_batches_as_branches_finish(
 
 
 def test_the_reaper_never_hands_out_pending_work_again(
-    apply: Callable[..., WorkflowDefinition], engine_config: Callable[..., None]
+    apply: Callable[..., WorkflowDefinition], mantle_config: Callable[..., None]
 ) -> None:
-    engine_config(step_lease=0.0)  # every pending row is "older than a lease"
+    mantle_config("engine", step_lease=0.0)  # every pending row is "older than a lease"
     execution = run_over(apply(HUGE), 50)
     assert execution_start(execution.id)
     orchestrator.advance(execution.id)

@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -13,46 +11,32 @@ from django.utils import timezone
 from executions.models import StepExecution
 from executions.services.lifecycle import execution_cancel
 from tests.engine.conftest import run, wait_for, wait_terminal
+from tests.servers import Handler, local, serving
 from workflows.models import WorkflowDefinition
 
 
-class Handler(BaseHTTPRequestHandler):
+class Api(Handler):
     hits: dict[str, int] = {}
 
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"] or 0))
-        Handler.hits[self.path] = Handler.hits.get(self.path, 0) + 1
+        body = self.body()
+        Api.hits[self.path] = Api.hits.get(self.path, 0) + 1
         if self.path == "/slow":
             time.sleep(10)
             self.reply(200, {})
-        elif self.path == "/flaky" and Handler.hits[self.path] == 1:
+        elif self.path == "/flaky" and Api.hits[self.path] == 1:
             self.reply(503, {"error": "try again"})
         elif self.path == "/missing":
             self.reply(404, {"error": "no such thing"})
         else:
             self.reply(200, {"got": json.loads(body), "auth": self.headers["X-Token"]})
 
-    def reply(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    Handler.hits = {}
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    Api.hits = {}
+    with serving(local(Api)) as url:
+        yield url
 
 
 def request_workflow(url: str, *, retry: str = "") -> str:
@@ -118,7 +102,7 @@ def test_a_failed_attempt_is_retried_after_the_backoff_and_then_succeeds(
     step = StepExecution.objects.get(execution=execution)
     assert execution.status == "completed", execution.error
     assert (step.status, step.attempt, step.output["status"]) == ("completed", 2, 200)
-    assert Handler.hits["/flaky"] == 2
+    assert Api.hits["/flaky"] == 2
 
 
 def test_cancelling_abandons_a_request_in_flight(
@@ -128,7 +112,7 @@ def test_cancelling_abandons_a_request_in_flight(
     execution = run(
         apply(request_workflow(f"{server}/slow").replace("timeout: 5s", "timeout: 20s"))
     )
-    wait_for(lambda: Handler.hits.get("/slow"))  # the request is at the server
+    wait_for(lambda: Api.hits.get("/slow"))  # the request is at the server
     cancelled_at = timezone.now()
     execution_cancel(execution.id)
     step = wait_for(

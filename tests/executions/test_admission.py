@@ -72,8 +72,8 @@ def test_zero_means_unlimited_at_every_level(make_team, make_workflow):
     assert statuses == {Status.PENDING}
 
 
-def test_the_team_limit_falls_back_to_the_config_default(make_team, make_workflow, engine_config):
-    engine_config(max_concurrent_executions_per_team=2)
+def test_the_team_limit_falls_back_to_the_config_default(make_team, make_workflow, mantle_config):
+    mantle_config("engine", max_concurrent_executions_per_team=2)
     team = make_team(max_concurrent_executions=None)
     assert team.effective_limit == 2
     workflow = make_workflow(team)
@@ -81,8 +81,8 @@ def test_the_team_limit_falls_back_to_the_config_default(make_team, make_workflo
     assert statuses == [Status.PENDING, Status.PENDING, Status.QUEUED]
 
 
-def test_a_team_override_beats_the_config_default(make_team, engine_config):
-    engine_config(max_concurrent_executions_per_team=2)
+def test_a_team_override_beats_the_config_default(make_team, mantle_config):
+    mantle_config("engine", max_concurrent_executions_per_team=2)
     assert make_team(max_concurrent_executions=0).effective_limit == 0
     assert make_team(max_concurrent_executions=7).effective_limit == 7
 

@@ -204,8 +204,8 @@ class LimitsModel(RuleBasedStateMachine):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_limits_hold_in_random_interleavings(engine_config):
-    engine_config(max_concurrent_executions_per_team=0)
+def test_limits_hold_in_random_interleavings(mantle_config):
+    mantle_config("engine", max_concurrent_executions_per_team=0)
     run_state_machine_as_test(
         LimitsModel,
         settings=settings(

@@ -7,8 +7,8 @@ from tests.commands import exit_code, run
 
 
 @pytest.mark.django_db
-def test_teams_create_set_limit_clear_and_list(engine_config):
-    engine_config(max_concurrent_executions_per_team=50)
+def test_teams_create_set_limit_clear_and_list(mantle_config):
+    mantle_config("engine", max_concurrent_executions_per_team=50)
     assert run("mantle_teams", "create", "blue", "--max-concurrent", "5").strip() == (
         "blue created, limit 5"
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.factories import workflow_yaml
+from tests.factories import SIGNED_WORKFLOW, workflow_yaml
 from workflows.models import WorkflowDefinition
 
 pytestmark = pytest.mark.django_db
@@ -38,43 +38,32 @@ def test_uploading_a_workflow_creates_it_then_adds_versions(admin_client, team):
     assert b'name="content"' not in version_page.content
 
 
-SIGNED = """name: signed
-max_parallel_executions: {limit}
-triggers:
-  - type: webhook
-    path: /hooks/signed
-    secret: 'a quoted: secret'
-  - type: webhook
-    path: /hooks/block
-    secret: |
-      a-block-secret
-steps:
-  - name: only
-    action: test/noop
-"""
-
-
 def test_the_upload_form_shows_no_secret_and_saving_it_keeps_them(admin_client, team):
     url = reverse("admin:workflows_workflowdefinition_upload")
-    admin_client.post(url, {"team": team.id, "content": SIGNED.format(limit=1)})
+    admin_client.post(url, {"team": team.id, "content": SIGNED_WORKFLOW})
     workflow = WorkflowDefinition.objects.get(team=team, name="signed")
     form = admin_client.get(url, {"workflow": workflow.id})
     shown = form.context["form"].initial["content"]
-    assert "secret" not in shown.replace("secret:", "") and shown.count("[redacted]") == 2
-    assert b"a-block-secret" not in form.content
+    assert shown.count("[redacted]") == 3
+    for secret in (b"a quoted: secret", b"a-block-secret", b"a-plain-secret"):
+        assert secret not in form.content
 
-    admin_client.post(url, {"team": team.id, "content": shown.replace("s: 1", "s: 2")})
+    admin_client.post(url, {"team": team.id, "content": "max_parallel_executions: 2\n" + shown})
     workflow.refresh_from_db()
     spec = workflow.current_version.spec
     assert (workflow.current_version.number, spec["max_parallel_executions"]) == (2, 2)
-    assert [t["secret"] for t in spec["triggers"]] == ["a quoted: secret", "a-block-secret\n"]
+    assert [t["secret"] for t in spec["triggers"]] == [
+        "a quoted: secret",
+        "a-block-secret\n",
+        "a-plain-secret",
+    ]
 
 
 def test_a_placeholder_with_no_stored_secret_is_an_error(admin_client, team):
     url = reverse("admin:workflows_workflowdefinition_upload")
-    content = SIGNED.format(limit=1).replace("'a quoted: secret'", "'[redacted]'")
+    content = SIGNED_WORKFLOW.replace("'a quoted: secret'", "'[redacted]'")
     response = admin_client.post(url, {"team": team.id, "content": content})
     assert response.status_code == 200
     (error,) = response.context["form"].errors["content"]
-    assert error.startswith("line 6: triggers.secret: '[redacted]' stands for a stored secret")
+    assert error.startswith("line 5: triggers.secret: '[redacted]' stands for a stored secret")
     assert not WorkflowDefinition.objects.exists()

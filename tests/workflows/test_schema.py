@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from core.durations import parse_duration
+from tests.workflows.errors import schema_errors
 from workflows.actions import action_names
 from workflows.schema import (
     InputSpec,
@@ -63,16 +64,10 @@ steps:
 """
 
 
-def parse_errors(text: str, **kwargs: object) -> list[tuple[int | None, str, str]]:
-    with pytest.raises(WorkflowInvalid) as caught:
-        parse_workflow(textwrap.dedent(text), **kwargs)
-    return [(error.line, error.path, error.message) for error in caught.value.errors]
-
-
 def step_errors(step: str) -> list[tuple[int | None, str, str]]:
     """Errors of a workflow whose only step (at line 3) is `step`, indented as list content."""
     body = textwrap.indent(textwrap.dedent(step), "    ").replace("    ", "  - ", 1)
-    return parse_errors("name: w\nsteps:\n" + body)
+    return schema_errors("name: w\nsteps:\n" + body)
 
 
 def test_it_parses_a_full_workflow() -> None:
@@ -132,7 +127,7 @@ def test_to_dict_does_not_share_mutable_params() -> None:
 
 
 def test_it_reports_every_error_sorted_by_line() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         on_limit: drop
         name: Bad_Name
@@ -173,11 +168,11 @@ def test_workflow_invalid_survives_pickling() -> None:
 def test_it_reports_bad_yaml_or_a_non_mapping_at_the_root(
     text: str, line: int, message: str
 ) -> None:
-    assert parse_errors(text) == [(line, "", message)]
+    assert schema_errors(text) == [(line, "", message)]
 
 
 def test_it_rejects_duplicate_keys_at_any_depth() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         name: x
@@ -221,7 +216,7 @@ def test_it_rejects_a_document_that_expands_without_bound() -> None:
     laughs += [
         f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]" for p, c in zip("abcd", "bcde", strict=True)
     ]
-    errors = parse_errors("\n".join(laughs) + "\n")
+    errors = schema_errors("\n".join(laughs) + "\n")
     expanded = [error for error in errors if error[2].startswith("the document expands")]
     assert [message for _, _, message in expanded] == [
         "the document expands to more than 100000 values"
@@ -229,7 +224,7 @@ def test_it_rejects_a_document_that_expands_without_bound() -> None:
 
 
 def test_it_reports_missing_required_keys_at_their_mapping() -> None:
-    assert parse_errors("description: x\n") == [
+    assert schema_errors("description: x\n") == [
         (1, "name", "is required"),
         (1, "steps", "is required"),
     ]
@@ -242,7 +237,7 @@ def test_it_reports_missing_required_keys_at_their_mapping() -> None:
 @pytest.mark.parametrize("key", ["credential", "artifacts", "hooks", "token_budget"])
 def test_it_rejects_upstream_only_keys_saying_so(key: str) -> None:
     message = f'"{key}" is not supported by Mantle (upstream-only key)'
-    assert parse_errors(f"name: w\n{key}: x\nsteps:\n  - {{name: a, action: test/noop}}\n") == [
+    assert schema_errors(f"name: w\n{key}: x\nsteps:\n  - {{name: a, action: test/noop}}\n") == [
         (2, key, message)
     ]
     assert step_errors(f"name: a\naction: test/noop\n{key}: {{}}\n") == [
@@ -251,7 +246,7 @@ def test_it_rejects_upstream_only_keys_saying_so(key: str) -> None:
 
 
 def test_it_rejects_unknown_keys() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         foo: 1
@@ -285,7 +280,7 @@ def test_it_rejects_unknown_keys() -> None:
     ],
 )
 def test_it_requires_a_kebab_case_name(value: str, message: str) -> None:
-    assert parse_errors(f"steps: [{{name: a, action: test/noop}}]\nname: {value}\n") == [
+    assert schema_errors(f"steps: [{{name: a, action: test/noop}}]\nname: {value}\n") == [
         (2, "name", message)
     ]
 
@@ -316,11 +311,13 @@ def test_it_requires_a_kebab_case_name(value: str, message: str) -> None:
     ],
 )
 def test_it_checks_top_level_values(line: str, expected: tuple[int, str, str]) -> None:
-    assert parse_errors(f"name: w\n{line}\nsteps: [{{name: a, action: test/noop}}]\n") == [expected]
+    assert schema_errors(f"name: w\n{line}\nsteps: [{{name: a, action: test/noop}}]\n") == [
+        expected
+    ]
 
 
 def test_it_checks_inputs() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         inputs:
@@ -355,7 +352,7 @@ def test_an_input_without_a_type_takes_any_json_value() -> None:
 
 
 def test_it_checks_triggers() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         triggers:
@@ -472,13 +469,13 @@ def test_it_checks_step_fields(step: str, expected: tuple[int, str, str]) -> Non
 def test_it_accepts_known_actions_passed_in() -> None:
     text = "name: w\nsteps: [{name: a, action: slack/post}]\n"
     assert parse_workflow(text, actions=frozenset({"slack/post"})).steps[0].action == "slack/post"
-    assert parse_errors(text, actions=frozenset({"test/noop"})) == [
+    assert schema_errors(text, actions=frozenset({"test/noop"})) == [
         (2, "steps[0].action", 'unknown action "slack/post"; known: test/noop')
     ]
 
 
 def test_it_reports_duplicate_step_names() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         steps:
@@ -490,7 +487,7 @@ def test_it_reports_duplicate_step_names() -> None:
 
 
 def test_it_reports_a_cycle_with_its_members() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         steps:
@@ -509,7 +506,7 @@ def test_it_reports_a_cycle_with_its_members() -> None:
 
 
 def test_it_reports_one_error_for_tangled_cycles() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         steps:
@@ -522,7 +519,7 @@ def test_it_reports_one_error_for_tangled_cycles() -> None:
 
 
 def test_it_reports_expressions_that_do_not_compile_at_their_path() -> None:
-    errors = parse_errors(
+    errors = schema_errors(
         """\
         name: w
         steps:

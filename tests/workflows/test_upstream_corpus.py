@@ -6,9 +6,7 @@ against a local HTTP API, and its outputs are asserted."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from executions.models import Execution, StepExecution
 from executions.services.admission import execution_admit
 from teams.services import team_create
 from tests.engine.conftest import wait_terminal
+from tests.servers import Handler, local, serving
 from workflows.models import WorkflowDefinition
 from workflows.schema import parse_workflow
 from workflows.services import workflow_apply
@@ -29,7 +28,7 @@ ORDER_11 = {"id": 11, "total": "3.05"}
 ORDER_12 = {"id": 12, "total": "7"}
 
 
-class FakeApi(BaseHTTPRequestHandler):
+class FakeApi(Handler):
     notified: list[object] = []
 
     def do_GET(self) -> None:
@@ -43,31 +42,16 @@ class FakeApi(BaseHTTPRequestHandler):
         self.reply(*routes.get(self.path, (404, {"error": "not found"})))
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"] or 0)))
+        body = json.loads(self.body())
         FakeApi.notified.append(body)
         self.reply(200, {"received": body})
-
-    def reply(self, status: int, payload: object) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def api() -> Iterator[str]:
     FakeApi.notified = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(local(FakeApi)) as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,13 +8,8 @@ import textwrap
 import pytest
 
 from core.durations import parse_duration
-from workflows.schema import WorkflowInvalid, parse_workflow
-
-
-def errors(text: str) -> list[tuple[int | None, str, str]]:
-    with pytest.raises(WorkflowInvalid) as caught:
-        parse_workflow(textwrap.dedent(text))
-    return [(error.line, error.path, error.message) for error in caught.value.errors]
+from tests.workflows.errors import schema_errors
+from workflows.schema import parse_workflow
 
 
 @pytest.mark.parametrize(
@@ -45,7 +40,7 @@ def errors(text: str) -> list[tuple[int | None, str, str]]:
 def test_it_reports_what_an_expression_may_not_read_or_call_at_its_path_and_line(
     expression: str, problem: str
 ) -> None:
-    found = errors(
+    found = schema_errors(
         f"""\
         name: w
         inputs:
@@ -62,64 +57,68 @@ def test_it_reports_what_an_expression_may_not_read_or_call_at_its_path_and_line
     assert found == [(10, "steps[1].params.value", f'expression "{expression}": {problem}')]
 
 
-def test_item_and_index_are_in_scope_in_the_params_of_a_for_each_step_only() -> None:
-    found = errors(
-        """\
-        name: w
-        steps:
-          - name: fan
-            action: test/echo
-            for_each: "{{ [item] }}"
-            if: "{{ index > 0 }}"
-            params: {value: "{{ item }}", at: "{{ index }}"}
-        """
-    )
-    assert found == [
-        (
-            5,
-            "steps[0].for_each",
-            'expression "[item]": "item" is only in scope in the params of a for_each step',
+ONLY_IN_FOR_EACH = "is only in scope in the params of a for_each step"
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        pytest.param(
+            """\
+            name: w
+            steps:
+              - name: fan
+                action: test/echo
+                for_each: "{{ [item] }}"
+                if: "{{ index > 0 }}"
+                params: {value: "{{ item }}", at: "{{ index }}"}
+            """,
+            [
+                (5, "steps[0].for_each", f'expression "[item]": "item" {ONLY_IN_FOR_EACH}'),
+                (6, "steps[0].if", f'expression "index > 0": "index" {ONLY_IN_FOR_EACH}'),
+            ],
+            id="item and index in the params of a for_each step only",
         ),
-        (
-            6,
-            "steps[0].if",
-            'expression "index > 0": "index" is only in scope in the params of a for_each step',
+        pytest.param(
+            """\
+            name: w
+            steps:
+              - name: a
+                action: test/echo
+                params: {x: "{{ steps.c.output }}"}
+              - name: b
+                action: test/echo
+                params: {x: "{{ steps['a'].output }}"}
+              - name: c
+                action: test/noop
+                depends_on: [b]
+            """,
+            [(3, "steps[0]", "cycle: a -> b -> c -> a")],
+            id="a cycle through references is named like one through depends_on",
         ),
-    ]
-
-
-def test_a_cycle_through_references_is_named_like_one_through_depends_on() -> None:
-    found = errors(
-        """\
-        name: w
-        steps:
-          - name: a
-            action: test/echo
-            params: {x: "{{ steps.c.output }}"}
-          - name: b
-            action: test/echo
-            params: {x: "{{ steps['a'].output }}"}
-          - name: c
-            action: test/noop
-            depends_on: [b]
-        """
-    )
-    assert found == [(3, "steps[0]", "cycle: a -> b -> c -> a")]
-
-
-def test_a_step_cannot_read_itself() -> None:
-    found = errors(
-        """\
-        name: w
-        steps:
-          - name: a
-            action: test/echo
-            params: {x: "{{ steps.a.output }}"}
-        """
-    )
-    assert found == [
-        (5, "steps[0].params.x", 'expression "steps.a.output": step "a" cannot read its own result')
-    ]
+        pytest.param(
+            """\
+            name: w
+            steps:
+              - name: a
+                action: test/echo
+                params: {x: "{{ steps.a.output }}"}
+            """,
+            [
+                (
+                    5,
+                    "steps[0].params.x",
+                    'expression "steps.a.output": step "a" cannot read its own result',
+                )
+            ],
+            id="a step cannot read itself",
+        ),
+    ],
+)
+def test_what_references_may_not_do_is_reported_at_its_path_and_line(
+    document: str, expected: list[tuple[int, str, str]]
+) -> None:
+    assert schema_errors(document) == expected
 
 
 def test_references_become_dependencies_after_depends_on_in_file_order() -> None:
