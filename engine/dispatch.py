@@ -6,12 +6,15 @@ worker LISTENs and claims with `FOR UPDATE SKIP LOCKED`, never more steps than i
 (back-pressure: what one worker cannot take, another worker or machine takes). Nothing can be
 lost between a commit and a hand-off, so nothing is ever re-dispatched.
 
-Claims go by branch index first (a plain step counts as index 0), then age: the first branches
-of every fan-out and every plain step come before the later branches of any fan-out, so one
-execution's huge fan-out never holds back another execution's start (the orchestrator keeps at
-most FANOUT_WINDOW branches of a fan-out pending). A claim returns what running the attempt
-needs (engine.runner.prepare), so an attempt whose params read no expression starts without
-another query.
+Claims take the teams in turn (round-robin: each team's first, then each team's second, …), and
+within a team go by branch index first (a plain step counts as index 0), then age: the first
+branches of every fan-out and every plain step come before the later branches of any fan-out.
+So one team's backlog (50,000 branches, or thousands of executions) holds back another team's
+start by at most one step per team with work; the orchestrator keeps at most FANOUT_WINDOW
+branches of a fan-out pending, which bounds what a claim ranks.
+
+A claim returns what running the attempt needs (engine.runner.prepare), so an attempt whose
+params read no expression starts without another query.
 
 Leases are per process: one statement renews every lease a worker holds and reads back the
 status of each step's execution. The statements are in executions/sql/engine.sql.

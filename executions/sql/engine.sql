@@ -2,11 +2,16 @@
 -- and the reaper's reads (engine/reaper.py).
 
 -- name: executions_claim
--- pending → running for up to %(limit)s executions, oldest first (the caller advances them in
--- the same transaction).
+-- pending → running for up to %(limit)s executions, the teams in turn (each team's oldest
+-- first): one team's backlog of pending executions never holds back another team's start.
+-- (The caller advances them in the same transaction.)
 UPDATE executions_execution SET status = 'running', started_at = now()
- WHERE id IN (SELECT id FROM executions_execution WHERE status = 'pending'
-               ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+ WHERE id IN (SELECT x.id FROM executions_execution x
+                JOIN (SELECT id, row_number() OVER (PARTITION BY team_id ORDER BY created_at) AS turn
+                        FROM executions_execution WHERE status = 'pending') ranked
+                  ON ranked.id = x.id
+               WHERE x.status = 'pending'
+               ORDER BY ranked.turn, x.created_at LIMIT %(limit)s FOR UPDATE OF x SKIP LOCKED)
 RETURNING id
 
 -- name: step_claimed
@@ -14,18 +19,26 @@ RETURNING id
 s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
 
 -- name: steps_claim
--- pending → running, leased to %(owner)s, for up to %(limit)s due steps of running executions.
--- (The execution is matched by its key: joined on its status alone, the planner may walk the
--- slot holders' index once per pending step.)
+-- pending → running, leased to %(owner)s, for up to %(limit)s due steps of running executions:
+-- the teams in turn, and within a team by branch index first (a plain step counts as index 0),
+-- then age, so every execution's first steps come before later branches of any fan-out. One
+-- team's backlog, of steps or branches, holds back another team's next step by at most one
+-- step per team with work. (The execution is matched by its key: joined on its status alone,
+-- the planner may walk the slot holders' index once per pending step.)
 UPDATE executions_stepexecution s
    SET status = 'running', lease_owner = %(owner)s, started_at = now(),
        lease_expires_at = now() + make_interval(secs => %(lease)s)
   FROM executions_execution e
  WHERE s.id IN (SELECT p.id FROM executions_stepexecution p
-                 WHERE p.status = 'pending' AND (p.not_before IS NULL OR p.not_before <= now())
-                   AND EXISTS (SELECT 1 FROM executions_execution r
-                                WHERE r.id = p.execution_id AND r.status = 'running')
-                 ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
+                  JOIN (SELECT d.id, row_number() OVER (PARTITION BY r.team_id
+                                   ORDER BY coalesce(d.fanout_index, 0), d.id) AS turn
+                          FROM executions_stepexecution d
+                          JOIN executions_execution r ON r.id = d.execution_id
+                         WHERE d.status = 'pending' AND r.status = 'running'
+                           AND (d.not_before IS NULL OR d.not_before <= now())) ranked
+                    ON ranked.id = p.id
+                 WHERE p.status = 'pending'
+                 ORDER BY ranked.turn, coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
                    FOR UPDATE OF p SKIP LOCKED)
    AND e.id = s.execution_id
 RETURNING {step_claimed}

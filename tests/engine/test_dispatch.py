@@ -3,6 +3,7 @@ connections where they race."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -17,6 +18,12 @@ from executions.models import Execution, StepExecution
 from executions.services.lifecycle import execution_start
 from executions.sql import queries
 from tests.engine.conftest import run
+from tests.factories import (
+    ExecutionFactory,
+    StepExecutionFactory,
+    WorkflowFactory,
+    fanout_branches,
+)
 from workflows.models import WorkflowDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,3 +106,37 @@ def test_renewing_leases_is_fenced_by_owner_and_attempt_and_reads_the_execution_
     assert dispatch.leases_renew("me", held) == {a.id: "running"}
     Execution.objects.filter(id=execution.id).update(status="cancelled")
     assert dispatch.leases_renew("me", held) == {a.id: "cancelled"}
+
+
+def _backlog_and_newcomer() -> tuple[Execution, StepExecution]:
+    """Team A: 100 pending executions, 100 running ones with a pending step each and one with
+    500 pending branches, all older than team B's pending execution and its running
+    execution's one pending step."""
+    flood, other = WorkflowFactory(name="flood"), WorkflowFactory(name="other")
+    fanout_branches(ExecutionFactory(workflow=flood, status="running"), 500)
+    for execution in ExecutionFactory.create_batch(100, workflow=flood, status="running"):
+        StepExecutionFactory(execution=execution)
+    ExecutionFactory.create_batch(100, workflow=flood)
+    newcomer = ExecutionFactory(workflow=other)
+    step = StepExecutionFactory(execution=ExecutionFactory(workflow=other, status="running"))
+    return newcomer, step
+
+
+def test_claims_take_the_teams_in_turn_so_a_backlog_does_not_hold_back_another_team(
+    transactional_db: None,
+) -> None:
+    newcomer, step = _backlog_and_newcomer()
+    assert newcomer.id in dispatch.executions_claim(2)
+    assert step.id in {claim.id for claim in dispatch.steps_claim("me", 2)}
+
+
+def test_claims_in_age_order_alone_make_another_team_wait_behind_the_backlog(
+    transactional_db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutant the fairness test must catch: claims ranked without the teams' turns."""
+    for name in ("executions_claim", "steps_claim"):
+        unfair = re.sub(r"ORDER BY ranked\.turn, ", "ORDER BY ", queries[name])
+        monkeypatch.setitem(queries, name, unfair)
+    newcomer, step = _backlog_and_newcomer()
+    assert newcomer.id not in dispatch.executions_claim(2)
+    assert step.id not in {claim.id for claim in dispatch.steps_claim("me", 2)}
