@@ -44,6 +44,8 @@ class _Promote:
 
     def __init__(self, team_id: int) -> None:
         self.team_id = team_id
+        # Django names a robust callback that raised (a busy team lock) by its __qualname__.
+        self.__qualname__ = f"promote team {team_id}"
 
     def __call__(self) -> None:
         promotion.queue_promote(self.team_id, trigger="completion")

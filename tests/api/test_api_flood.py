@@ -130,20 +130,23 @@ def test_twenty_racing_requests_with_one_idempotency_key_admit_one_execution(
 def test_one_scrape_sums_web_and_worker_processes(team: Team, make_workflow, serve):
     """A rejection counted by a gunicorn worker, terminal executions, promotions and queue waits
     counted by django-q2 worker processes: all in one scrape of the web app."""
-    make_workflow(team, "queued", limit=1)
-    make_workflow(team, "rejecting", limit=1, on_limit="reject", steps=SLEEP)
+    make_workflow(team, "queued", limit=1, steps=sleep(1))
+    make_workflow(team, "rejecting", limit=1, on_limit="reject", steps=sleep(3))
     _, key = ApiKeyFactory(team=team)
     server = serve(web_only=False, workers=2)
     client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"})
-    for _ in range(3):
-        assert client.post("/api/v1/run/queued").status_code == 202
+    answers = [client.post("/api/v1/run/queued") for _ in range(3)]
+    assert [a.status_code for a in answers] == [202] * 3
+    # A slow request may find its predecessor already finished: what waited is what was queued.
+    queued = sum(a.json()["status"] == "queued" for a in answers)
+    assert queued >= 1
     assert client.post("/api/v1/run/rejecting").status_code == 202
     assert client.post("/api/v1/run/rejecting").status_code == 429
     slug = team.slug
     expected = {
         ("mantle_executions_rejected_total", ("team", slug), ("scope", "workflow")): 1,
         ("mantle_executions_total", ("workflow", "queued"), ("status", "completed")): 3,
-        ("mantle_queue_wait_duration_seconds_count", ("workflow", "queued")): 2,
+        ("mantle_queue_wait_duration_seconds_count", ("workflow", "queued")): queued,
         ("mantle_executions_queued", ("workflow", "queued")): 0,
     }
 
@@ -157,12 +160,13 @@ def test_one_scrape_sums_web_and_worker_processes(team: Team, make_workflow, ser
     deadline = time.monotonic() + 60
     seen = observed()
     while time.monotonic() < deadline and not (
-        all(seen[key] == value for key, value in expected.items()) and seen["promotions"] >= 2
+        all(seen[key] == value for key, value in expected.items()) and seen["promotions"] >= queued
     ):
         time.sleep(0.2)
         seen = observed()
     assert {key: seen[key] for key in expected} == expected
-    assert seen["promotions"] >= 2
+    assert seen["promotions"] >= queued
 
 
-SLEEP = "  - name: nap\n    action: test/sleep\n    params:\n      seconds: 3\n"
+def sleep(seconds: int) -> str:
+    return f"  - name: nap\n    action: test/sleep\n    params:\n      seconds: {seconds}\n"

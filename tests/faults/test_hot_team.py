@@ -101,7 +101,7 @@ def test_a_flooded_team_answers_busy_after_a_bounded_wait_and_other_teams_do_not
     # Bounded: every request blocked by the holder gave up after lock_timeout, none waited it out.
     assert during and all(r.status == 503 for r in during)
     assert len(busy) >= HOT_CLIENTS
-    assert max(r.seconds for r in results) < LOCK_TIMEOUT + 2.5  # slack for a loaded machine
+    assert all(r.started + r.seconds < released for r in during)  # answered, not waited out
     assert all(r.seconds > LOCK_TIMEOUT - 0.1 for r in busy)
     # Admission resumed once the holder let go; the hot team's limit held.
     assert any(r.status == 202 and r.started > released for r in results)
