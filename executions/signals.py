@@ -52,12 +52,14 @@ class _Promote:
 
 
 def _promotion_pending(team_id: int) -> bool:
-    """Whether this transaction already promotes the team after commit. A callback still
-    pending was registered in this savepoint or an enclosing one (a rolled-back savepoint drops
-    its callbacks at once), so nothing can drop it and keep the caller's transition."""
+    """Whether this transaction already promotes the team after commit, from a callback
+    registered at this very savepoint depth (one the engine's batch registered for an earlier
+    execution), so nothing can drop it and keep the caller's transition."""
+    connection = transaction.get_connection()
+    here = set(connection.savepoint_ids)
     return any(
-        isinstance(callback, _Promote) and callback.team_id == team_id
-        for _savepoints, callback, _robust in transaction.get_connection().run_on_commit
+        isinstance(callback, _Promote) and callback.team_id == team_id and savepoints == here
+        for savepoints, callback, _robust in connection.run_on_commit
     )
 
 
