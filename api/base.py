@@ -49,6 +49,8 @@ def admission_response(admission: Admission) -> Response:
         "status": admission.status,
         "queue_position": admission.queue_position,
         "blocked_by": admission.blocked_by,
+        "blocked_by_name": admission.blocked_by_name,
+        "concurrency_key": execution.concurrency_key or None,
     }
     return Response(
         body,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.models import Execution, Status
+from executions.models import BlockedBy, Execution, Status
+from executions.services.admission import blocked_by_name
 
 
 class StepOutput(serializers.Serializer):
@@ -37,11 +38,21 @@ class ExecutionOutput(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
     queue_position = serializers.SerializerMethodField()
     blocked_by = serializers.CharField(allow_null=True)
+    blocked_by_name = serializers.SerializerMethodField()
+    concurrency_key = serializers.SerializerMethodField()
     error = serializers.CharField()
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, execution: Execution) -> int | None:
         return self.context["queue_positions"].get(execution.id)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_blocked_by_name(self, execution: Execution) -> str | None:
+        return blocked_by_name(execution)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_concurrency_key(self, execution: Execution) -> str | None:
+        return execution.concurrency_key or None
 
 
 class StepPageOutput(serializers.Serializer):
@@ -79,6 +90,8 @@ class AdmissionOutput(serializers.Serializer):
     status = serializers.ChoiceField(choices=Status.choices)
     queue_position = serializers.IntegerField(allow_null=True)
     blocked_by = serializers.CharField(allow_null=True)
+    blocked_by_name = serializers.CharField(allow_null=True)
+    concurrency_key = serializers.CharField(allow_null=True, source="execution.concurrency_key")
 
 
 class ErrorOutput(serializers.Serializer):
@@ -87,5 +100,5 @@ class ErrorOutput(serializers.Serializer):
 
 
 class ConcurrencyLimitOutput(ErrorOutput):
-    scope = serializers.ChoiceField(choices=["team", "workflow"])
+    scope = serializers.ChoiceField(choices=BlockedBy.choices)
     limit = serializers.IntegerField()

@@ -26,10 +26,9 @@ def run(
     service_rates: dict[tuple[str, int], float] = {}
     report.notes.append(
         "figure 1: the service runs execution_admit(), one autocommit call of the PL/pgSQL function"
-        " mantle_admit (locks, state read, decision, execution insert, and a django-q2 task"
-        " insert only when handed one); pgbench runs the same statements one round trip each in"
-        " one transaction (BEGIN; the two advisory locks; the state read; the execution insert;"
-        " the queue position when queued; END), -M prepared"
+        " mantle_admit (locks, state read, decision, execution insert); pgbench runs the same"
+        " statements one round trip each in one transaction (BEGIN; the advisory locks; the"
+        " state read; the execution insert; the queue position when queued; END), -M prepared"
     )
     for scenario, targets in fleets.items():
         database.truncate_executions()

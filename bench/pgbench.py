@@ -3,12 +3,10 @@
 Mantle admits with one call of the PL/pgSQL function `mantle_admit`
 (executions/sql/mantle_admit.sql). The reference runs the same statements the function is built
 from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_LOCKS; the named queries
-admission_state and admission_insert, then queue_position (queued) or, only when admission is
-handed a django-q2 task, dispatch_insert (pending);
-END. The values are the arguments of a real `execution_admit()` call (captured), so they cannot
-drift either. The team, workflow and version become pgbench variables; a new execution id
-becomes gen_random_uuid(), the admission time clock_timestamp(); every other value stays a
-literal.
+admission_state and admission_insert, then queue_position when queued; END. The values are the
+arguments of a real `execution_admit()` call (captured), so they cannot drift either. The team,
+workflow and version become pgbench variables; a new execution id becomes gen_random_uuid(), the
+admission time clock_timestamp(); every other value stays a literal.
 """
 
 from __future__ import annotations
@@ -81,10 +79,6 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
     statements = [locks.ADMISSION_LOCKS, queries["admission_state"], queries["admission_insert"]]
     if admitted.status != "pending":
         statements.append(queries["queue_position"])
-    elif params["task"] is not None:
-        # As mantle_admit: a django-q2 task only when admission is handed one (the step workers
-        # claim pending executions from their table, with no task).
-        statements.append(queries["dispatch_insert"])
     return [(statement, params) for statement in statements]
 
 

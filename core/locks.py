@@ -5,7 +5,8 @@ transaction pooler cannot carry).
 Every lock but `session_lock` (the engine clock's) is
 transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
 the two-int form `(namespace, primary key)` so keys never collide across kinds.
-Lock order is team → workflow (workflows in id order), always; anything else can deadlock.
+Lock order is team → workflow (workflows in id order) → key, always (named limits, by name,
+will come between team and workflow); anything else can deadlock.
 
 The one exception to "inside transaction.atomic()": admission's ADMISSION_LOCKS, the first
 statement of the PL/pgSQL function `mantle_admit` (executions/sql/), called with the
@@ -15,6 +16,7 @@ the locks are released by its commit, with no Python in between.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
@@ -31,6 +33,7 @@ class Namespace(IntEnum):
     # 4 was CRON (cron ticks are deduplicated by idempotency key instead); never reuse it.
     WEBHOOK_PATHS = 5
     ENGINE_TICKER = 6
+    KEY = 7
 
 
 def _require_transaction() -> None:
@@ -56,13 +59,26 @@ SELECT pg_advisory_xact_lock(%s::int, %s::int)
   FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
 """
 
-# lock_team then lock_workflows([workflow_id]) in one statement, the team's lock first (a target
-# list is evaluated left to right, after the volatile subquery): mantle_admit's locks.
+# lock_team, lock_workflows([workflow_id]) and the key's lock in one statement, in that order (a
+# target list is evaluated left to right, after the volatile subquery): mantle_admit's locks.
+# An unkeyed admission passes key_lock NULL: pg_advisory_xact_lock is strict, so no key is locked.
 ADMISSION_LOCKS = """
 SELECT pg_advisory_xact_lock(%(team_namespace)s, %(team_id)s::int),
-       pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int)
+       pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int),
+       pg_advisory_xact_lock(%(key_namespace)s, %(key_lock)s)
   FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS bounded
 """
+
+
+def key_lock_id(workflow_id: int, key: str) -> int | None:
+    """The lock of one key value of a workflow: a stable 32-bit hash of both (CRC-32, the same
+    in every process and release), None for the empty key (unkeyed). Two keys may hash alike:
+    they then share a lock, which only serialises their admissions; every count is of rows by
+    their real key value, so a collision never breaks a limit."""
+    if not key:
+        return None
+    digest = zlib.crc32(f"{workflow_id}:{key}".encode())
+    return digest - (1 << 32) if digest >= 1 << 31 else digest
 
 
 def is_busy(error: BaseException) -> bool:

@@ -27,6 +27,7 @@ TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
 class BlockedBy(models.TextChoices):
     TEAM = "team"
     WORKFLOW = "workflow"
+    KEY = "key"
 
 
 class Execution(models.Model):
@@ -42,6 +43,9 @@ class Execution(models.Model):
     forced = models.BooleanField(default=False)
     blocked_by = models.CharField(max_length=8, choices=BlockedBy.choices, null=True, blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    # The value of the workflow's concurrency_key, evaluated once at admission; "" when the
+    # workflow has none (workflows.flow).
+    concurrency_key = models.CharField(max_length=200, blank=True, default="")
     error = models.TextField(blank=True)
     # statement_timestamp() of the insert, which runs after the advisory locks are held: admission
     # order within a team, and so the FIFO order of the queue.
@@ -60,16 +64,41 @@ class Execution(models.Model):
                 name="execution_slot_holders",
                 condition=Q(status__in=SLOT_HOLDING),
             ),
-            # The queue in FIFO order, per team and per workflow.
+            # Slot holders of one key: counted by admission for a keyed workflow.
+            models.Index(
+                fields=["workflow", "concurrency_key"],
+                name="execution_key_holders",
+                condition=Q(status__in=SLOT_HOLDING),
+            ),
+            # The queue in FIFO order, per team and per key of a workflow (unkeyed executions
+            # share the key ""): a key's head, its positions, and the workflow's queue.
             models.Index(
                 fields=["team", "created_at"],
                 name="execution_team_queue",
                 condition=Q(status=Status.QUEUED),
             ),
             models.Index(
-                fields=["workflow", "created_at"],
-                name="execution_workflow_queue",
+                fields=["workflow", "concurrency_key", "created_at", "id"],
+                name="execution_key_queue",
                 condition=Q(status=Status.QUEUED),
+            ),
+            # Whether anything waits for a team or a workflow slot: a newcomer queues behind
+            # it (one key's long queue, waiting for its key, must not be scanned for that).
+            models.Index(
+                fields=["team"],
+                name="execution_team_blocked",
+                condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.TEAM),
+            ),
+            models.Index(
+                fields=["workflow"],
+                name="execution_workflow_blocked",
+                condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.WORKFLOW),
+            ),
+            # The latest promotion of each key: fair promotion serves the least recent first.
+            models.Index(
+                fields=["workflow", "concurrency_key", "promoted_at"],
+                name="execution_key_promoted",
+                condition=Q(promoted_at__isnull=False),
             ),
             # Pending executions, oldest first: what the step workers start.
             models.Index(

@@ -50,6 +50,7 @@ class WorkflowVersion(models.Model):
     spec = models.JSONField()
     max_parallel_executions = models.PositiveIntegerField(default=0)
     on_limit = models.CharField(max_length=6, choices=OnLimit.choices, default=OnLimit.QUEUE)
+    max_parallel_per_key = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -52,12 +52,14 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             spec=spec.to_dict(),
             max_parallel_executions=spec.max_parallel_executions,
             on_limit=spec.on_limit,
+            max_parallel_per_key=spec.max_parallel_per_key,
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])
         _webhook_paths_replace(workflow, spec)
-        if current is not None and loosens(
-            current.max_parallel_executions, version.max_parallel_executions
+        if current is not None and (
+            loosens(current.max_parallel_executions, version.max_parallel_executions)
+            or loosens(current.max_parallel_per_key, version.max_parallel_per_key)
         ):
             limit_loosened.send(sender=WorkflowVersion, team_id=team.id)
     return Applied(workflow=workflow, version=version, created=created, changed=True)

@@ -20,9 +20,10 @@ from django.db import connection, transaction
 
 from core import locks
 from executions import metrics
-from executions.models import Execution, Rejection, Status
+from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.sql import REJECTED, queries
 from teams.models import Team, effective_team_limit
+from workflows.flow import concurrency_key_value
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
 
@@ -52,6 +53,15 @@ class Admission:
     @property
     def blocked_by(self) -> str | None:
         return self.execution.blocked_by
+
+    @property
+    def blocked_by_name(self) -> str | None:
+        return blocked_by_name(self.execution)
+
+
+def blocked_by_name(execution: Execution) -> str | None:
+    """What blocks a queued execution, by name: its key's value when its key is full."""
+    return execution.concurrency_key if execution.blocked_by == BlockedBy.KEY else None
 
 
 _SPECS: dict[tuple[int, str], WorkflowSpec] = {}
@@ -84,7 +94,10 @@ def execution_admit(
     `force` admits as pending whatever the limits; the execution then holds a slot like any other.
     """
     version = workflow.applied_version
-    inputs = validate_inputs(_spec(version), inputs)
+    spec = _spec(version)
+    inputs = validate_inputs(spec, inputs)
+    trigger = trigger or {}
+    key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
     try:
         return _admit_locked(
             team=team,
@@ -92,6 +105,7 @@ def execution_admit(
             version=version,
             inputs=inputs,
             trigger=trigger,
+            key=key,
             force=force,
             idempotency_key=idempotency_key,
         )
@@ -108,16 +122,18 @@ def _admit_locked(
     workflow: WorkflowDefinition,
     version: WorkflowVersion,
     inputs: dict[str, Any],
-    trigger: dict[str, Any] | None,
+    trigger: dict[str, Any],
+    key: str,
     force: bool,
     idempotency_key: str | None,
 ) -> Admission:
     execution_id = uuid.uuid4()
     fields: dict[str, Any] = {
         "inputs": inputs,
-        "trigger": trigger or {},
+        "trigger": trigger,
         "forced": force,
         "idempotency_key": idempotency_key,
+        "concurrency_key": key,
     }
     # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
     # fails this admission only, and the caller's transaction stays usable.
@@ -136,11 +152,9 @@ def _admit_locked(
                 "default_team_limit": effective_team_limit(None),
                 "team_namespace": locks.Namespace.TEAM,
                 "workflow_namespace": locks.Namespace.WORKFLOW,
+                "key_namespace": locks.Namespace.KEY,
+                "key_lock": locks.key_lock_id(workflow.id, key),
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
-                # The step workers claim pending executions from the table (woken by the
-                # NOTIFY of migration 0005); no django-q2 task is written.
-                "task_key": None,
-                "task": None,
             },
         )
         outcome, scope, limit, created_at, position = cursor.fetchone()

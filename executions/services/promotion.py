@@ -1,4 +1,6 @@
-"""Promotion: queued → pending, oldest first, as far as free team and workflow slots allow.
+"""Promotion: queued → pending, as far as free team, workflow and key slots allow: within a
+workflow its keys round-robin, the least recently promoted key first, oldest first within a key
+(promotion.sql's fair_queue_heads); across the team's workflows the oldest head first.
 
 Runs after the commit of every terminal transition (signals.py), when a limit is raised, and from
 the backup poller. Same lock order as admission: team, then its queued workflows in id order.
@@ -18,7 +20,6 @@ from django.db.backends.utils import CursorWrapper
 
 from core import locks
 from executions import metrics
-from executions.models import BlockedBy
 from executions.sql import queries
 from teams.models import effective_team_limit
 
@@ -30,6 +31,7 @@ class _QueuedWorkflow:
     id: int
     name: str
     free: float
+    per_key: int
 
 
 def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
@@ -44,24 +46,19 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             locks.lock_workflows(workflow_ids)
             cursor.execute(queries["promotion_state"], {"workflow_ids": workflow_ids})
             rows = cursor.fetchall()
-            team_slug, team_override, team_holders = rows[0][4:7]
+            team_slug, team_override, team_holders = rows[0][5:8]
             team_free = _free(team_holders, effective_team_limit(team_override))
             workflows = [
-                _QueuedWorkflow(id=row[0], name=row[1], free=_free(row[3], row[2])) for row in rows
+                _QueuedWorkflow(id=row[0], name=row[1], free=_free(row[4], row[2]), per_key=row[3])
+                for row in rows
             ]
-            chosen = _oldest_first(cursor, workflows, team_free)
+            chosen = _fair_heads(cursor, workflows, team_free)
             promoted = []
             if chosen:
                 cursor.execute(queries["promote"], {"ids": chosen})
                 promoted = cursor.fetchall()
             team_full = team_free - len(promoted) <= 0
-            cursor.execute(
-                queries["relabel_queue"],
-                {
-                    "team_id": team_id,
-                    "blocked_by": BlockedBy.TEAM if team_full else BlockedBy.WORKFLOW,
-                },
-            )
+            cursor.execute(queries["relabel_queue"], {"team_id": team_id, "team_full": team_full})
         names = {w.id: w.name for w in workflows}
         waits = [(names[workflow_id], wait) for _, workflow_id, wait in promoted]
         promoted_ids = {execution_id for execution_id, _, _ in promoted}
@@ -98,20 +95,26 @@ def _free(holders: int, limit: int) -> float:
     return math.inf if limit == 0 else max(0, limit - holders)
 
 
-def _oldest_first(
+def _fair_heads(
     cursor: CursorWrapper, workflows: list[_QueuedWorkflow], team_free: float
 ) -> list[uuid.UUID]:
-    """The oldest queued executions that fit: at most `free` per workflow, `team_free` in all."""
+    """The queued executions that fit: at most `free` per workflow in its fair order, at most
+    `team_free` in all, the workflow whose next one is the oldest first."""
     candidates: list[list[tuple[datetime, uuid.UUID]]] = []
     for workflow in workflows:
         take = min(workflow.free, team_free)
         if take <= 0:
             continue
         cursor.execute(
-            queries["oldest_queued"],
-            {"workflow_id": workflow.id, "limit": None if math.isinf(take) else int(take)},
+            queries["fair_queue_heads"],
+            {
+                "workflow_id": workflow.id,
+                "per_key": workflow.per_key,
+                "limit": None if math.isinf(take) else int(take),
+            },
         )
         candidates.append([(created_at, execution_id) for execution_id, created_at in cursor])
+    # heapq.merge compares the heads of its lists: each workflow's keeps its fair order.
     merged = heapq.merge(*candidates)
     if math.isinf(team_free):
         return [execution_id for _, execution_id in merged]

@@ -1,18 +1,19 @@
 -- mantle_admit: the whole locked part of an admission, one statement (services/admission.py).
 -- Installed by a migration, frozen there as rendered (tests/structure checks they match).
 --
--- The decision: FIFO, a newcomer never overtakes a queued execution of its workflow, nor one of
--- its team that waits for a team slot; the team is checked first; `forced` skips the checks.
--- Each statement of a VOLATILE function takes a fresh snapshot in READ COMMITTED: the state read
--- after the locks sees every commit made before they were granted. Lock keys come in as
--- arguments (core.locks.Namespace stays their single source). {name} is the named query of that
--- name with each %(param)s read from the variable _param.
+-- The decision: FIFO, a newcomer never overtakes a queued execution of its key (of its workflow
+-- when unkeyed: every execution then has the key ''), nor one that waits for a slot of its
+-- workflow or its team; the team is checked first, then the key, then the workflow; `forced`
+-- skips the checks. Each statement of a VOLATILE function takes a fresh snapshot in READ
+-- COMMITTED: the state read after the locks sees every commit made before they were granted.
+-- Lock keys come in as arguments (core.locks stays their single source). {name} is the named
+-- query of that name with each %(param)s read from the variable _param.
 
 CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
-    _trigger jsonb, _forced boolean, _idempotency_key text, _default_team_limit int,
-    _team_namespace int, _workflow_namespace int, _lock_timeout text,
-    _task_key text, _task text)
+    _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
+    _default_team_limit int, _team_namespace int, _workflow_namespace int, _key_namespace int,
+    _key_lock int, _lock_timeout text)
 RETURNS TABLE(outcome text, scope text, scope_limit int, admitted_at timestamptz,
               queue_position bigint)
 LANGUAGE plpgsql VOLATILE AS $admit$
@@ -20,9 +21,12 @@ DECLARE
     _team_limit int;
     _workflow_limit int;
     _on_limit text;
+    _key_limit int;
     _team_holders bigint;
     _workflow_holders bigint;
-    _workflow_has_queue boolean;
+    _key_holders bigint;
+    _workflow_has_blocked_queue boolean;
+    _key_has_queue boolean;
     _team_has_blocked_queue boolean;
     _status text := 'pending';
     _blocked_by text;
@@ -31,18 +35,25 @@ BEGIN
     {admission_locks};
     IF NOT _forced THEN
         {admission_state}
-          INTO _team_limit, _workflow_limit, _on_limit, _team_holders, _workflow_holders,
-               _workflow_has_queue, _team_has_blocked_queue;
+          INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _team_holders,
+               _workflow_holders, _key_holders, _workflow_has_blocked_queue, _key_has_queue,
+               _team_has_blocked_queue;
         _team_limit := coalesce(_team_limit, _default_team_limit);
         IF _team_has_blocked_queue OR (_team_limit > 0 AND _team_holders >= _team_limit) THEN
             _blocked_by := 'team';
-        ELSIF _workflow_has_queue
+        ELSIF _key_limit > 0 AND _key_holders >= _key_limit THEN
+            _blocked_by := 'key';
+        ELSIF _workflow_has_blocked_queue
               OR (_workflow_limit > 0 AND _workflow_holders >= _workflow_limit) THEN
             _blocked_by := 'workflow';
+        ELSIF _key_has_queue THEN
+            -- Its key's queue, not yet promoted into the slot a completion just freed.
+            _blocked_by := CASE WHEN _concurrency_key = '' THEN 'workflow' ELSE 'key' END;
         END IF;
         IF _blocked_by IS NOT NULL AND _on_limit = 'reject' THEN
             RETURN QUERY SELECT 'rejected', _blocked_by,
-                CASE WHEN _blocked_by = 'team' THEN _team_limit ELSE _workflow_limit END,
+                CASE _blocked_by WHEN 'team' THEN _team_limit WHEN 'key' THEN _key_limit
+                                 ELSE _workflow_limit END,
                 NULL::timestamptz, NULL::bigint;
             RETURN;
         END IF;
@@ -55,9 +66,6 @@ BEGIN
     _created_at := clock_timestamp();
     {admission_insert};
     IF _status = 'pending' THEN
-        IF _task IS NOT NULL THEN
-            {dispatch_insert};
-        END IF;
         RETURN QUERY SELECT _status, NULL::text, NULL::int, _created_at, NULL::bigint;
     ELSE
         RETURN QUERY SELECT _status, _blocked_by, NULL::int, _created_at,

@@ -1,5 +1,6 @@
 -- Promotion (services/promotion.py): queued → pending under the team's lock, then the locks of
--- its queued workflows in id order, as admission takes them.
+-- its queued workflows in id order, as admission takes them. A workflow's lock covers its keys:
+-- admission takes a key's lock only after its workflow's.
 
 -- name: queued_workflows
 SELECT DISTINCT workflow_id FROM executions_execution
@@ -8,7 +9,7 @@ SELECT DISTINCT workflow_id FROM executions_execution
 -- name: promotion_state
 -- Per queued workflow of the team: its limit, slot holders and name; with the team's limit and
 -- slot holders repeated on each row.
-SELECT w.id, w.name, v.max_parallel_executions,
+SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
        (SELECT count(*) FROM executions_execution e
          WHERE e.team_id = w.team_id AND e.workflow_id = w.id
            AND e.status IN {slot_holding}),
@@ -20,10 +21,46 @@ SELECT w.id, w.name, v.max_parallel_executions,
   JOIN teams_team t ON t.id = w.team_id
  WHERE w.id = ANY(%(workflow_ids)s)
 
--- name: oldest_queued
-SELECT id, created_at FROM executions_execution
- WHERE workflow_id = %(workflow_id)s AND status = 'queued'
- ORDER BY created_at, id
+-- name: fair_queue_heads
+-- The next %(limit)s (NULL: all) queued executions of a workflow in promotion order: its keys
+-- round-robin (unkeyed executions share the key ''), each round taking the key promoted least
+-- recently first (never: before all others; ties: the oldest head first), oldest first within a
+-- key, a key at most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited). The
+-- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
+-- are found by a loose index scan (one probe of execution_key_queue per key).
+WITH RECURSIVE keys(key) AS (
+    (SELECT concurrency_key FROM executions_execution
+      WHERE workflow_id = %(workflow_id)s AND status = 'queued'
+      ORDER BY concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.concurrency_key FROM executions_execution e
+             WHERE e.workflow_id = %(workflow_id)s AND e.status = 'queued'
+               AND e.concurrency_key > keys.key
+             ORDER BY e.concurrency_key LIMIT 1)
+      FROM keys WHERE keys.key IS NOT NULL
+), state AS (
+    SELECT k.key,
+           CASE WHEN %(per_key)s = 0 THEN %(limit)s
+                ELSE least(%(limit)s, %(per_key)s - (
+                    SELECT count(*) FROM executions_execution e
+                     WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+                       AND e.status IN {slot_holding})) END AS free,
+           (SELECT max(e.promoted_at) FROM executions_execution e
+             WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+               AND e.promoted_at IS NOT NULL) AS last_promoted
+      FROM keys k
+     WHERE k.key IS NOT NULL
+)
+SELECT q.id, q.created_at
+  FROM state s
+ CROSS JOIN LATERAL (
+        SELECT e.id, e.created_at, row_number() OVER (ORDER BY e.created_at, e.id) AS round
+          FROM executions_execution e
+         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
+           AND e.status = 'queued'
+         ORDER BY e.created_at, e.id
+         LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) q
+ ORDER BY q.round, s.last_promoted NULLS FIRST, q.created_at, q.id
  LIMIT %(limit)s
 
 -- name: promote
@@ -33,9 +70,31 @@ UPDATE executions_execution
 RETURNING id, workflow_id, promoted_at - queued_at
 
 -- name: relabel_queue
--- What blocks the executions still queued: the team when it is full, else their workflow.
-UPDATE executions_execution SET blocked_by = %(blocked_by)s
- WHERE team_id = %(team_id)s AND status = 'queued' AND blocked_by IS DISTINCT FROM %(blocked_by)s
+-- What blocks the executions still queued: the team when it is full (%(team_full)s); else their
+-- key when it holds all its slots (max_parallel_per_key of its workflow's current version);
+-- else their workflow.
+WITH full_keys AS (
+    SELECT e.workflow_id, e.concurrency_key
+      FROM executions_execution e
+      JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
+      JOIN workflows_workflowversion v ON v.id = w.current_version_id
+     WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
+       AND v.max_parallel_per_key > 0
+     GROUP BY e.workflow_id, e.concurrency_key, v.max_parallel_per_key
+    HAVING count(*) >= v.max_parallel_per_key
+), labels AS (
+    SELECT q.id,
+           CASE WHEN %(team_full)s THEN 'team'
+                WHEN f.workflow_id IS NOT NULL THEN 'key'
+                ELSE 'workflow' END AS blocked_by
+      FROM executions_execution q
+      LEFT JOIN full_keys f
+        ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
+     WHERE q.team_id = %(team_id)s AND q.status = 'queued'
+)
+UPDATE executions_execution e SET blocked_by = labels.blocked_by
+  FROM labels
+ WHERE e.id = labels.id AND e.blocked_by IS DISTINCT FROM labels.blocked_by
 
 -- name: teams_with_queue
 SELECT DISTINCT team_id FROM executions_execution WHERE status = 'queued'

@@ -33,6 +33,8 @@ class TestAdmission:
             "status": "pending",
             "queue_position": None,
             "blocked_by": None,
+            "blocked_by_name": None,
+            "concurrency_key": None,
         }
         assert response["Location"] == f"/api/v1/executions/{execution.id}"
         assert execution.inputs == {"env": "prod", "replicas": 1}

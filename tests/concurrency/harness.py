@@ -80,3 +80,39 @@ def run_in_threads(jobs: list[Callable[[], object]], *, threads: int) -> list[ob
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         return [future.result() for future in [pool.submit(call, job) for job in jobs]]
+
+
+KEY_HOLDERS_SQL = """
+SELECT concurrency_key, count(*) FROM executions_execution
+ WHERE workflow_id = %s AND status IN ('pending', 'running') AND NOT forced
+ GROUP BY concurrency_key
+"""
+
+
+class KeySampler(Sampler):
+    """Also reads the slot holders per key of one workflow, in the same loop."""
+
+    def __init__(self, team_id: int, workflow_id: int) -> None:
+        super().__init__(team_id)
+        self.workflow_id = workflow_id
+        self.max_per_key: dict[str, int] = {}
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                with connection.cursor() as cursor:
+                    cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    cursor.execute(HOLDERS_SQL, [self.team_id])
+                    rows = cursor.fetchall()
+                    cursor.execute(KEY_HOLDERS_SQL, [self.workflow_id])
+                    keys = cursor.fetchall()
+                    cursor.execute("COMMIT")
+                self.samples += 1
+                self.max_team = max(self.max_team, sum(count for _, count in rows))
+                for workflow_id, count in rows:
+                    seen = self.max_per_workflow.get(workflow_id, 0)
+                    self.max_per_workflow[workflow_id] = max(seen, count)
+                for key, count in keys:
+                    self.max_per_key[key] = max(self.max_per_key.get(key, 0), count)
+        finally:
+            connection.close()

@@ -99,6 +99,8 @@ class WorkflowSpec:
     timeout: float | None = None  # seconds
     max_parallel_executions: int = 0  # 0 = unlimited
     on_limit: str = "queue"  # or "reject"
+    concurrency_key: str | None = None  # the bare CEL expression, braces removed
+    max_parallel_per_key: int = 0  # 0 = unlimited
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -111,6 +113,8 @@ class WorkflowSpec:
             "timeout": self.timeout,
             "max_parallel_executions": self.max_parallel_executions,
             "on_limit": self.on_limit,
+            "concurrency_key": self.concurrency_key,
+            "max_parallel_per_key": self.max_parallel_per_key,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -124,5 +128,8 @@ class WorkflowSpec:
             timeout=data["timeout"],
             max_parallel_executions=data["max_parallel_executions"],
             on_limit=data["on_limit"],
+            # Specs stored before flow control (issue 13) have none of its keys.
+            concurrency_key=data.get("concurrency_key"),
+            max_parallel_per_key=data.get("max_parallel_per_key", 0),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

@@ -19,6 +19,7 @@ from workflows.expressions import (
     sole_expression,
 )
 from workflows.schema.document import Document, WorkflowInvalid, document_read, index, join
+from workflows.schema.flow import flow_control_read
 from workflows.schema.graph import cycles
 from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.scope import Scope, scope_problems
@@ -36,6 +37,8 @@ _WORKFLOW_KEYS = frozenset(
         "timeout",
         "max_parallel_executions",
         "on_limit",
+        "concurrency_key",
+        "max_parallel_per_key",
         "steps",
     }
 )
@@ -101,9 +104,7 @@ class _Validator:
             else ()
         )
         steps = self._steps(root)
-        on_limit = root.get("on_limit") or "queue"  # upstream writes "" for the default
-        if on_limit not in ("queue", "reject"):
-            self.doc.error("on_limit", "must be one of: queue, reject")
+        flow = flow_control_read(self.doc, root, self.input_names)
         # The spec is used only when the document has no errors; its casts state what the checks
         # above then established.
         return WorkflowSpec(
@@ -113,7 +114,9 @@ class _Validator:
             triggers=triggers,
             timeout=self._duration(root, "timeout", ""),
             max_parallel_executions=self._int(root, "max_parallel_executions", "", minimum=0),
-            on_limit=on_limit,
+            on_limit=flow.on_limit,
+            concurrency_key=flow.concurrency_key,
+            max_parallel_per_key=flow.max_parallel_per_key,
             steps=steps,
         )
 

@@ -59,6 +59,8 @@ class Command(BaseCommand):
                 returncode=EXIT_REJECTED,
             ) from exc
         self.stdout.write(f"{admission.execution.id} {admission.status}")
+        if admission.execution.concurrency_key:
+            self.stdout.write(f"concurrency key {admission.execution.concurrency_key}")
         if admission.status == Status.QUEUED:
             self.stdout.write(
                 f"queue position {admission.queue_position}, blocked by {admission.blocked_by}"

@@ -1,0 +1,78 @@
+"""Concurrency keys over HTTP (CONTRACT §9): the 202 body and the execution's JSON, 429 with the
+key's scope, 400 for a key that cannot be evaluated, and 400 at apply time for a bad key."""
+
+from __future__ import annotations
+
+import pytest
+
+from executions.models import Execution
+from tests.factories import workflow_yaml
+
+pytestmark = pytest.mark.django_db
+
+KEYED = 'inputs:\n  customer:\nconcurrency_key: "{{ inputs.customer }}"\nmax_parallel_per_key: 1\n'
+
+
+def run(api, customer):
+    return api.post("/api/v1/run/deploy", {"inputs": {"customer": customer}}, format="json")
+
+
+def test_the_202_body_and_the_execution_name_the_key(api, team, make_workflow):
+    make_workflow(team, extra=KEYED)
+    first = run(api, "acme").json()
+    assert (first["status"], first["concurrency_key"], first["blocked_by_name"]) == (
+        "pending",
+        "acme",
+        None,
+    )
+    second = run(api, "acme").json()
+    assert {
+        k: second[k] for k in ("status", "queue_position", "blocked_by", "blocked_by_name")
+    } == {
+        "status": "queued",
+        "queue_position": 1,
+        "blocked_by": "key",
+        "blocked_by_name": "acme",
+    }
+    detail = api.get(f"/api/v1/executions/{second['execution_id']}").json()
+    assert (detail["concurrency_key"], detail["blocked_by"], detail["blocked_by_name"]) == (
+        "acme",
+        "key",
+        "acme",
+    )
+    assert detail["queue_position"] == 1
+
+
+def test_a_full_key_of_a_rejecting_workflow_is_429_with_its_scope(api, team, make_workflow):
+    make_workflow(team, on_limit="reject", extra=KEYED)
+    assert run(api, "acme").status_code == 202
+    response = run(api, "acme")
+    assert response.status_code == 429
+    assert response.json() == {
+        "error": "concurrency_limit",
+        "detail": "key concurrency limit of 1 reached",
+        "scope": "key",
+        "limit": 1,
+    }
+
+
+def test_a_key_that_fails_at_admission_is_400_and_writes_nothing(api, team, make_workflow):
+    make_workflow(team, extra=KEYED)
+    response = run(api, {"nested": True})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_inputs"
+    assert response.json()["detail"] == "concurrency_key: must give a non-empty string, got dict"
+    assert not Execution.objects.exists()
+
+
+def test_a_bad_key_expression_is_refused_at_apply_with_its_line(api):
+    text = workflow_yaml(extra='concurrency_key: "{{ inputs.nope }}"\n')
+    response = api.put("/api/v1/workflows/deploy", text, content_type="application/yaml")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {
+            "path": "concurrency_key",
+            "message": 'expression "inputs.nope": undeclared input "nope"',
+            "line": 4,
+        }
+    ]

@@ -1,0 +1,78 @@
+"""The flow-control keys of a workflow document (workflows/schema/flow.py): apply-time errors
+with path and line."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import workflow_yaml
+from workflows.schema import WorkflowInvalid, parse_workflow
+
+KEYED = 'inputs:\n  customer: {type: string}\nconcurrency_key: "{{ inputs.customer }}"\n'
+
+
+def errors(text: str) -> list[str]:
+    with pytest.raises(WorkflowInvalid) as caught:
+        parse_workflow(text)
+    return [str(error) for error in caught.value.errors]
+
+
+def test_it_reads_a_key_and_its_limit() -> None:
+    spec = parse_workflow(workflow_yaml(extra=KEYED + "max_parallel_per_key: 2\n"))
+    assert spec.concurrency_key == "{{ inputs.customer }}"
+    assert spec.max_parallel_per_key == 2
+
+
+def test_a_workflow_without_flow_control_keeps_the_defaults() -> None:
+    spec = parse_workflow(workflow_yaml())
+    assert (spec.concurrency_key, spec.max_parallel_per_key, spec.on_limit) == (None, 0, "queue")
+
+
+def test_a_key_may_read_the_trigger_and_interpolate() -> None:
+    spec = parse_workflow(
+        workflow_yaml(extra='concurrency_key: "repo-{{ trigger.payload.repo }}"\n')
+    )
+    assert spec.concurrency_key == "repo-{{ trigger.payload.repo }}"
+
+
+def test_a_key_reading_anything_else_is_an_error_with_its_line() -> None:
+    text = workflow_yaml(extra='concurrency_key: "{{ steps.only.output }}"\n')
+    assert errors(text) == [
+        'line 4: concurrency_key: expression "steps.only.output": "steps" is not in scope here'
+        " (only inputs and trigger)"
+    ]
+
+
+def test_a_key_reading_an_undeclared_input_is_an_error() -> None:
+    assert errors(workflow_yaml(extra='concurrency_key: "{{ inputs.nope }}"\n')) == [
+        'line 4: concurrency_key: expression "inputs.nope": undeclared input "nope"'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('"{{ inputs.customer + }}"', "invalid expression"),
+        ('"{{ nosuch(inputs.customer) }}"', 'unknown function "nosuch"'),
+        ("7", "must be a non-empty string"),
+        ('""', "must be a non-empty string"),
+        ('"{{ inputs.customer"', 'without a closing "}}"'),
+    ],
+)
+def test_bad_keys_are_errors_at_their_path(value: str, message: str) -> None:
+    text = workflow_yaml(extra=f"inputs:\n  customer: {{type: string}}\nconcurrency_key: {value}\n")
+    (error,) = errors(text)
+    assert error.startswith("line 6: concurrency_key: ")
+    assert message in error
+
+
+def test_a_per_key_limit_needs_a_key() -> None:
+    assert errors(workflow_yaml(extra="max_parallel_per_key: 2\n")) == [
+        "line 4: max_parallel_per_key: is only valid together with concurrency_key"
+    ]
+
+
+def test_a_per_key_limit_is_a_non_negative_integer() -> None:
+    assert errors(workflow_yaml(extra=KEYED + "max_parallel_per_key: -1\n")) == [
+        "line 7: max_parallel_per_key: must be an integer >= 0"
+    ]

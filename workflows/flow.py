@@ -1,0 +1,33 @@
+"""The flow-control values of one admission, evaluated once from its inputs and trigger
+(CONTRACT §9): the concurrency key. Failures are the caller's input errors (400
+`invalid_inputs`), raised before anything is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows.expressions import ExpressionError, render
+from workflows.schema import InvalidInputs, WorkflowSpec
+
+MAX_KEY_LENGTH = 200
+
+
+def concurrency_key_value(
+    spec: WorkflowSpec, *, inputs: dict[str, Any], trigger: dict[str, Any]
+) -> str:
+    """The execution's key; "" when the workflow has none (every execution shares the empty
+    key, which no expression can give)."""
+    if spec.concurrency_key is None:
+        return ""
+    try:
+        value = render(spec.concurrency_key, {"inputs": inputs, "trigger": trigger})
+    except ExpressionError as exc:
+        raise InvalidInputs([f"concurrency_key: {exc}"]) from None
+    if not isinstance(value, str) or not value:
+        shown = repr(value) if value == "" else type(value).__name__
+        raise InvalidInputs([f"concurrency_key: must give a non-empty string, got {shown}"])
+    if len(value) > MAX_KEY_LENGTH:
+        raise InvalidInputs(
+            [f"concurrency_key: {len(value)} characters, over the limit of {MAX_KEY_LENGTH}"]
+        )
+    return value

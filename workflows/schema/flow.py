@@ -1,0 +1,80 @@
+"""The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
+`max_parallel_executions` — the concurrency key and its limit, and `on_limit`.
+
+A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`),
+checked here when the workflow is applied and evaluated once per admission (workflows.flow).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workflows.expression_check import expression_usage
+from workflows.expression_syntax import SyntaxProblem
+from workflows.expressions import ExpressionError, compile_expression, find_expressions
+from workflows.schema.document import Document
+
+ON_LIMIT = ("queue", "reject")
+# What a concurrency key expression may read: admission knows nothing else yet.
+KEY_VARIABLES = frozenset({"inputs", "trigger"})
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    on_limit: str = "queue"
+    concurrency_key: str | None = None
+    max_parallel_per_key: int = 0
+
+
+def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) -> FlowControl:
+    """The flow-control keys of the document's root, each error reported at its path."""
+    on_limit = root.get("on_limit") or "queue"  # upstream writes "" for the default
+    if on_limit not in ON_LIMIT:
+        doc.error("on_limit", "must be one of: " + ", ".join(ON_LIMIT))
+    key = root.get("concurrency_key")
+    if key is not None:
+        _check_template(doc, "concurrency_key", key, input_names)
+    per_key = root.get("max_parallel_per_key", 0)
+    if not (isinstance(per_key, int) and not isinstance(per_key, bool) and per_key >= 0):
+        doc.error("max_parallel_per_key", "must be an integer >= 0")
+        per_key = 0
+    elif "max_parallel_per_key" in root and key is None:
+        doc.error(
+            "max_parallel_per_key", "is only valid together with concurrency_key", at_key=True
+        )
+    return FlowControl(
+        on_limit=on_limit,
+        concurrency_key=key if isinstance(key, str) else None,
+        max_parallel_per_key=per_key,
+    )
+
+
+def _check_template(doc: Document, path: str, value: object, input_names: frozenset[str]) -> None:
+    if not isinstance(value, str) or not value.strip():
+        doc.error(path, 'must be a non-empty string, usually one "{{ … }}" expression')
+        return
+    sources = find_expressions(value)
+    if value.count("{{") > len(sources):
+        doc.error(path, 'has a "{{" without a closing "}}"')
+    for source in sources:
+        for problem in _expression_problems(source, input_names):
+            doc.error(path, problem)
+
+
+def _expression_problems(source: str, input_names: frozenset[str]) -> list[str]:
+    try:
+        compile_expression(source)
+        usage = expression_usage(source)
+    except ExpressionError as exc:
+        return [f'invalid expression "{exc.expression}": {exc.message}']
+    except SyntaxProblem as exc:
+        return [f'invalid expression "{source}": {exc}']
+    problems = [f'expression "{source}": {problem}' for problem in usage.problems]
+    for variable in sorted(usage.variables - KEY_VARIABLES):
+        problems.append(
+            f'expression "{source}": "{variable}" is not in scope here (only inputs and trigger)'
+        )
+    for variable, key in sorted(usage.fields):
+        if variable == "inputs" and key not in input_names:
+            problems.append(f'expression "{source}": undeclared input "{key}"')
+    return problems
