@@ -15,6 +15,7 @@ from executions.models import Execution, StepExecution
 from executions.services.admission import execution_admit
 from teams.services import team_create
 from tests.engine.conftest import wait_terminal
+from tests.processes import Cluster
 from tests.servers import Handler, local, serving
 from workflows.models import WorkflowDefinition
 from workflows.schema import parse_workflow
@@ -47,19 +48,32 @@ class FakeApi(Handler):
         self.reply(200, {"received": body})
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def api() -> Iterator[str]:
-    FakeApi.notified = []
     with serving(local(FakeApi)) as url:
         yield url
 
 
 @pytest.fixture
-def cluster(engine: Callable[..., object], api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def notified() -> list[object]:
+    """What the workflows POSTed to the API during this test."""
+    FakeApi.notified = []
+    return FakeApi.notified
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    django_db_setup: None, api: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """One worker cluster (`mantle serve --workers-only`) for every run of the module: it only
+    claims what each test admits, and between tests the test database is emptied with ids never
+    reused. Started per test it cost about 7 s each."""
     # The workers read env from MANTLE_ENV_* of their own environment (CONTRACT §2).
-    monkeypatch.setenv("MANTLE_ENV_API_BASE_URL", api)
-    monkeypatch.setenv("MANTLE_ENV_REGION", "eu-west-1")
-    engine()
+    env = {"MANTLE_ENV_API_BASE_URL": api, "MANTLE_ENV_REGION": "eu-west-1"}
+    log = tmp_path_factory.mktemp("corpus") / "cluster.log"
+    cluster = Cluster(workers=2, slots=100, broker="orm", log=log, env=env)
+    yield
+    cluster.stop()
 
 
 @pytest.fixture
@@ -280,11 +294,11 @@ def test_steps_that_read_each_other_run_in_file_order_and_the_rest_in_parallel()
 
 
 def test_a_webhook_processor_forwards_what_it_normalised(
-    cluster: None, apply: Callable[..., WorkflowDefinition]
+    cluster: None, apply: Callable[..., WorkflowDefinition], notified: list[object]
 ) -> None:
     inputs, trigger, _ = EXPECTED["webhook-processor"]
     run(apply((CORPUS / "webhook-processor.yaml").read_text()), inputs, trigger)
-    assert FakeApi.notified == [{"customer": {"id": 7, "email": "ada@example.com"}, "count": 3}]
+    assert notified == [{"customer": {"id": 7, "email": "ada@example.com"}, "count": 3}]
 
 
 ENV_PROBE = """
