@@ -36,7 +36,7 @@ def hosts() -> Iterator[Hosts]:
     try:
         database_host = network.add_host("db", 2, front=False)
         apps = [network.add_host(f"app{n}", 10 + n, front=True) for n in range(1, APP_HOSTS + 1)]
-        database = DatabaseHost(database_host, pool_size=20)
+        database = DatabaseHost(database_host, pool_size=60)
         database.manage(
             "from django.core.management import call_command\ncall_command('migrate', verbosity=0)"
         )

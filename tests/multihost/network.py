@@ -4,7 +4,7 @@ Two bridges in the root namespace: the back network (the database host and every
 `eth0`) and the front network (every app host's `eth1`, where clients reach the web servers).
 The test process sits on both (x.x.x.1), so it is a client of the web hosts and can look at the
 database host, and nothing else is ever contacted. A partition takes an app host's back link
-down: its clients still reach it, it no longer reaches the database.
+out of its bridge: its clients still reach it, it no longer reaches the database.
 """
 
 from __future__ import annotations
@@ -63,11 +63,14 @@ class Host:
                 os.kill(pid, signal.SIGKILL)
         return len(pids)
 
-    def cut_back_link(self) -> None:
-        ip("link", "set", self.links[0], "down")
+    def cut_back_link(self, bridge: str) -> None:
+        """Packets to and from the back network vanish (the link is out of the bridge), as
+        on a broken switch: no error reaches the host. (Taking the link down instead would
+        stall its packets in the host's own queue, which TCP does not see as a loss.)"""
+        ip("link", "set", self.links[0], "nomaster")
 
-    def restore_back_link(self) -> None:
-        ip("link", "set", self.links[0], "up")
+    def restore_back_link(self, bridge: str) -> None:
+        ip("link", "set", self.links[0], "master", bridge)
 
 
 class Network:

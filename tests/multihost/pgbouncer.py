@@ -65,6 +65,15 @@ class PgBouncer:
             # A server it cannot reach fails the client's query in seconds, not minutes.
             "server_connect_timeout = 3\n"
             "query_wait_timeout = 10\n"
+            # A client host lost mid-transaction must not keep its server connection (and the
+            # row locks of its transaction) for TCP's hours: keepalives and a bound on idle
+            # transactions hand them back within seconds.
+            "tcp_keepalive = 1\n"
+            "tcp_keepidle = 1\n"
+            "tcp_keepintvl = 1\n"
+            "tcp_keepcnt = 2\n"
+            "tcp_user_timeout = 3000\n"
+            "idle_transaction_timeout = 5\n"
             "server_reset_query =\n"
             "admin_users = postgres\n"
             # Django sends these start-up parameters; PgBouncer must pass them on, not refuse.
