@@ -51,6 +51,7 @@ def admission_response(admission: Admission) -> Response:
         "blocked_by": admission.blocked_by,
         "blocked_by_name": admission.blocked_by_name,
         "concurrency_key": execution.concurrency_key or None,
+        "priority": execution.priority,
     }
     return Response(
         body,

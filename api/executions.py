@@ -62,6 +62,9 @@ class RunApi(TeamApi):
 
     class RunInput(serializers.Serializer):
         inputs = serializers.DictField(required=False, allow_null=True)
+        priority = serializers.IntegerField(
+            required=False, allow_null=True, min_value=0, max_value=9
+        )
 
     @extend_schema(
         operation_id="run_workflow",
@@ -72,10 +75,11 @@ class RunApi(TeamApi):
     def post(self, request: Request, workflow: str) -> Response:
         body = json_object(request.body)
         serializer = self.RunInput(data=body)
-        if not serializer.is_valid() or set(body) - {"inputs"}:
-            unknown = sorted(set(body) - {"inputs"})
-            detail = f"unknown keys {unknown}" if unknown else "'inputs' must be an object"
-            raise ApiError(400, "invalid_inputs", f'{detail}; the body is {{"inputs": {{…}}}}')
+        unknown = sorted(set(body) - {"inputs", "priority"})
+        if not serializer.is_valid() or unknown:
+            detail = f"unknown keys {unknown}" if unknown else _first_error(serializer)
+            shape = '{"inputs": {…}, "priority": 0-9}'
+            raise ApiError(400, "invalid_inputs", f"{detail}; the body is {shape}")
         authenticator = request.successful_authenticator
         definition = (
             authenticator.workflow if isinstance(authenticator, RunKeyAuthentication) else None
@@ -88,6 +92,7 @@ class RunApi(TeamApi):
             inputs=serializer.validated_data.get("inputs"),
             trigger={"type": "api"},
             idempotency_key=idempotency_key(request),
+            priority=serializer.validated_data.get("priority"),
         )
         return admission_response(admission)
 

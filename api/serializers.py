@@ -40,6 +40,7 @@ class ExecutionOutput(serializers.Serializer):
     blocked_by = serializers.CharField(allow_null=True)
     blocked_by_name = serializers.SerializerMethodField()
     concurrency_key = serializers.SerializerMethodField()
+    priority = serializers.IntegerField()
     error = serializers.CharField()
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
@@ -92,6 +93,7 @@ class AdmissionOutput(serializers.Serializer):
     blocked_by = serializers.CharField(allow_null=True)
     blocked_by_name = serializers.CharField(allow_null=True)
     concurrency_key = serializers.CharField(allow_null=True, source="execution.concurrency_key")
+    priority = serializers.IntegerField(source="execution.priority")
 
 
 class ErrorOutput(serializers.Serializer):

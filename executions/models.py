@@ -46,6 +46,8 @@ class Execution(models.Model):
     # The value of the workflow's concurrency_key, evaluated once at admission; "" when the
     # workflow has none (workflows.flow).
     concurrency_key = models.CharField(max_length=200, blank=True, default="")
+    # 0-9, evaluated once at admission: a queue is promoted highest first, FIFO among equals.
+    priority = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     # statement_timestamp() of the insert, which runs after the advisory locks are held: admission
     # order within a team, and so the FIFO order of the queue.
@@ -70,15 +72,15 @@ class Execution(models.Model):
                 name="execution_key_holders",
                 condition=Q(status__in=SLOT_HOLDING),
             ),
-            # The queue in FIFO order, per team and per key of a workflow (unkeyed executions
-            # share the key ""): a key's head, its positions, and the workflow's queue.
+            # The queue in FIFO order, per team; per key of a workflow (unkeyed executions share
+            # the key "") in promotion order: a key's head, its positions, the workflow's queue.
             models.Index(
                 fields=["team", "created_at"],
                 name="execution_team_queue",
                 condition=Q(status=Status.QUEUED),
             ),
             models.Index(
-                fields=["workflow", "concurrency_key", "created_at", "id"],
+                fields=["workflow", "concurrency_key", "-priority", "created_at", "id"],
                 name="execution_key_queue",
                 condition=Q(status=Status.QUEUED),
             ),

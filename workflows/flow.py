@@ -1,5 +1,5 @@
 """The flow-control values of one admission, evaluated once from its inputs and trigger
-(CONTRACT §9): the concurrency key. Failures are the caller's input errors (400
+(CONTRACT §9): the concurrency key and the priority. Failures are the caller's input errors (400
 `invalid_inputs`), raised before anything is written."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any
 
 from workflows.expressions import ExpressionError, render
 from workflows.schema import InvalidInputs, WorkflowSpec
+from workflows.schema.flow import PRIORITIES
 
 MAX_KEY_LENGTH = 200
 
@@ -30,4 +31,22 @@ def concurrency_key_value(
         raise InvalidInputs(
             [f"concurrency_key: {len(value)} characters, over the limit of {MAX_KEY_LENGTH}"]
         )
+    return value
+
+
+def priority_value(
+    spec: WorkflowSpec, *, inputs: dict[str, Any], trigger: dict[str, Any], given: int | None
+) -> int:
+    """The execution's priority: `given` (the API's "priority") over the workflow's."""
+    if given is not None:
+        value: object = given
+    elif isinstance(spec.priority, int):
+        return spec.priority
+    else:
+        try:
+            value = render(spec.priority, {"inputs": inputs, "trigger": trigger})
+        except ExpressionError as exc:
+            raise InvalidInputs([f"priority: {exc}"]) from None
+    if not isinstance(value, int) or isinstance(value, bool) or value not in PRIORITIES:
+        raise InvalidInputs([f"priority: must be an integer from 0 to 9, got {value!r}"])
     return value

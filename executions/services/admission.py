@@ -23,7 +23,7 @@ from executions import metrics
 from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.sql import REJECTED, queries
 from teams.models import Team, effective_team_limit
-from workflows.flow import concurrency_key_value
+from workflows.flow import concurrency_key_value, priority_value
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
 
@@ -86,8 +86,10 @@ def execution_admit(
     trigger: dict[str, Any] | None = None,
     force: bool = False,
     idempotency_key: str | None = None,
+    priority: int | None = None,
 ) -> Admission:
-    """Admit one execution of the workflow's current version.
+    """Admit one execution of the workflow's current version; `priority` (0-9) overrides the
+    workflow's.
 
     Raises workflows.schema.InvalidInputs before touching the database, and
     ConcurrencyLimitExceeded (nothing written) when the workflow rejects and is full.
@@ -98,6 +100,7 @@ def execution_admit(
     inputs = validate_inputs(spec, inputs)
     trigger = trigger or {}
     key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
+    priority = priority_value(spec, inputs=inputs, trigger=trigger, given=priority)
     try:
         return _admit_locked(
             team=team,
@@ -106,6 +109,7 @@ def execution_admit(
             inputs=inputs,
             trigger=trigger,
             key=key,
+            priority=priority,
             force=force,
             idempotency_key=idempotency_key,
         )
@@ -124,6 +128,7 @@ def _admit_locked(
     inputs: dict[str, Any],
     trigger: dict[str, Any],
     key: str,
+    priority: int,
     force: bool,
     idempotency_key: str | None,
 ) -> Admission:
@@ -134,6 +139,7 @@ def _admit_locked(
         "forced": force,
         "idempotency_key": idempotency_key,
         "concurrency_key": key,
+        "priority": priority,
     }
     # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
     # fails this admission only, and the caller's transaction stays usable.

@@ -35,6 +35,7 @@ def execution_admit_once(
     inputs: dict[str, Any] | None,
     trigger: dict[str, Any],
     idempotency_key: str | None,
+    priority: int | None = None,
 ) -> Admission:
     """The new admission, or the original one (`replayed`) admitted under the key.
 
@@ -50,6 +51,7 @@ def execution_admit_once(
             inputs=inputs,
             trigger=trigger,
             idempotency_key=idempotency_key,
+            priority=priority,
         )
     except IntegrityError as exc:
         if idempotency_key is None or _constraint(exc) != CONSTRAINT:

@@ -99,8 +99,9 @@ def _fair_heads(
     cursor: CursorWrapper, workflows: list[_QueuedWorkflow], team_free: float
 ) -> list[uuid.UUID]:
     """The queued executions that fit: at most `free` per workflow in its fair order, at most
-    `team_free` in all, the workflow whose next one is the oldest first."""
-    candidates: list[list[tuple[datetime, uuid.UUID]]] = []
+    `team_free` in all, the workflow whose next one has the higher priority, then is the older,
+    first."""
+    candidates: list[list[tuple[int, datetime, uuid.UUID]]] = []
     for workflow in workflows:
         take = min(workflow.free, team_free)
         if take <= 0:
@@ -113,9 +114,8 @@ def _fair_heads(
                 "limit": None if math.isinf(take) else int(take),
             },
         )
-        candidates.append([(created_at, execution_id) for execution_id, created_at in cursor])
-    # heapq.merge compares the heads of its lists: each workflow's keeps its fair order.
-    merged = heapq.merge(*candidates)
-    if math.isinf(team_free):
-        return [execution_id for _, execution_id in merged]
-    return [execution_id for _, execution_id in list(merged)[: int(team_free)]]
+        candidates.append([(-priority, created_at, id_) for id_, priority, created_at in cursor])
+    # heapq.merge compares the heads of its lists (higher priority, then older, first): each
+    # workflow's keeps its fair order.
+    merged = [execution_id for _, _, execution_id in heapq.merge(*candidates)]
+    return merged if math.isinf(team_free) else merged[: int(team_free)]

@@ -36,16 +36,16 @@ SELECT t.max_concurrent_executions,
 -- after the locks were granted: the FIFO order of the queue is the order of the inserts.
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
-        idempotency_key, concurrency_key, error, created_at, queued_at)
+        idempotency_key, concurrency_key, priority, error, created_at, queued_at)
 VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
         %(inputs)s, %(trigger)s, %(forced)s, %(blocked_by)s, %(idempotency_key)s,
-        %(concurrency_key)s, '', %(created_at)s,
+        %(concurrency_key)s, %(priority)s, '', %(created_at)s,
         CASE WHEN %(status)s = 'queued' THEN %(created_at)s END)
 
 -- name: admit
 -- One admission: the whole locked part in one round trip (mantle_admit.sql).
 SELECT * FROM mantle_admit(
     %(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb, %(trigger)s::jsonb,
-    %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(default_team_limit)s,
+    %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, %(default_team_limit)s,
     %(team_namespace)s, %(workflow_namespace)s, %(key_namespace)s, %(key_lock)s,
     %(lock_timeout)s)

@@ -3,7 +3,7 @@
 --
 -- The decision: FIFO, a newcomer never overtakes a queued execution of its key (of its workflow
 -- when unkeyed: every execution then has the key ''), nor one that waits for a slot of its
--- workflow or its team; the team is checked first, then the key, then the workflow; `forced`
+-- workflow or its team (it queues, and its priority places it in its queue); the team is checked first, then the key, then the workflow; `forced`
 -- skips the checks. Each statement of a VOLATILE function takes a fresh snapshot in READ
 -- COMMITTED: the state read after the locks sees every commit made before they were granted.
 -- Lock keys come in as arguments (core.locks stays their single source). {name} is the named
@@ -12,7 +12,7 @@
 CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
     _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
-    _default_team_limit int, _team_namespace int, _workflow_namespace int, _key_namespace int,
+    _priority int, _default_team_limit int, _team_namespace int, _workflow_namespace int, _key_namespace int,
     _key_lock int, _lock_timeout text)
 RETURNS TABLE(outcome text, scope text, scope_limit int, admitted_at timestamptz,
               queue_position bigint)

@@ -23,9 +23,9 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
 
 -- name: fair_queue_heads
 -- The next %(limit)s (NULL: all) queued executions of a workflow in promotion order: its keys
--- round-robin (unkeyed executions share the key ''), each round taking the key promoted least
--- recently first (never: before all others; ties: the oldest head first), oldest first within a
--- key, a key at most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited). The
+-- round-robin (unkeyed executions share the key ''), each round taking the higher-priority
+-- heads first, then the key promoted least recently first (never: before all others; ties: the
+-- oldest head first), within a key higher priority first and oldest first among equals, a key at most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited). The
 -- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
 -- are found by a loose index scan (one probe of execution_key_queue per key).
 WITH RECURSIVE keys(key) AS (
@@ -51,16 +51,17 @@ WITH RECURSIVE keys(key) AS (
       FROM keys k
      WHERE k.key IS NOT NULL
 )
-SELECT q.id, q.created_at
+SELECT q.id, q.priority, q.created_at
   FROM state s
  CROSS JOIN LATERAL (
-        SELECT e.id, e.created_at, row_number() OVER (ORDER BY e.created_at, e.id) AS round
+        SELECT e.id, e.priority, e.created_at,
+               row_number() OVER (ORDER BY e.priority DESC, e.created_at, e.id) AS round
           FROM executions_execution e
          WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
            AND e.status = 'queued'
-         ORDER BY e.created_at, e.id
+         ORDER BY e.priority DESC, e.created_at, e.id
          LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) q
- ORDER BY q.round, s.last_promoted NULLS FIRST, q.created_at, q.id
+ ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST, q.created_at, q.id
  LIMIT %(limit)s
 
 -- name: promote

@@ -2,12 +2,15 @@
 -- (services/queue_samples.py).
 
 -- name: queue_position
--- 1-based place of a queued execution in its queue: its key's (its workflow's when unkeyed, the
--- key ''). Also read for many rows at once as {queue_position:q} (each %(name)s taken from the
--- row q), and inside mantle_admit.
+-- 1-based place of a queued execution in its queue, in promotion order (higher priority first,
+-- FIFO among equals): its key's queue (its workflow's when unkeyed, the key ''). Also read for
+-- many rows at once as {queue_position:q} (each %(name)s taken from the row q), and inside
+-- mantle_admit.
 SELECT count(*) FROM executions_execution e
  WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-   AND e.status = 'queued' AND (e.created_at, e.id) <= (%(created_at)s, %(id)s)
+   AND e.status = 'queued'
+   AND (e.priority > %(priority)s
+        OR e.priority = %(priority)s AND (e.created_at, e.id) <= (%(created_at)s, %(id)s))
 
 -- name: queue_positions
 -- The places of those of %(ids)s that are queued.

@@ -76,3 +76,22 @@ def test_a_bad_key_expression_is_refused_at_apply_with_its_line(api):
             "line": 4,
         }
     ]
+
+
+def test_the_api_takes_a_priority(api, team, make_workflow):
+    make_workflow(team)
+    response = api.post("/api/v1/run/deploy", {"priority": 7}, format="json")
+    assert response.status_code == 202
+    assert response.json()["priority"] == 7
+    detail = api.get(f"/api/v1/executions/{response.json()['execution_id']}").json()
+    assert detail["priority"] == 7
+
+
+@pytest.mark.parametrize("priority", [10, -1, "high"])
+def test_a_bad_priority_is_400_and_writes_nothing(api, team, make_workflow, priority):
+    make_workflow(team)
+    response = api.post("/api/v1/run/deploy", {"priority": priority}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_inputs"
+    assert response.json()["detail"].startswith("priority: ")
+    assert not Execution.objects.exists()

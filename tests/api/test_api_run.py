@@ -35,6 +35,7 @@ class TestAdmission:
             "blocked_by": None,
             "blocked_by_name": None,
             "concurrency_key": None,
+            "priority": 0,
         }
         assert response["Location"] == f"/api/v1/executions/{execution.id}"
         assert execution.inputs == {"env": "prod", "replicas": 1}

@@ -76,3 +76,15 @@ def test_a_per_key_limit_is_a_non_negative_integer() -> None:
     assert errors(workflow_yaml(extra=KEYED + "max_parallel_per_key: -1\n")) == [
         "line 7: max_parallel_per_key: must be an integer >= 0"
     ]
+
+
+def test_a_priority_is_an_integer_or_an_expression() -> None:
+    assert parse_workflow(workflow_yaml(extra="priority: 7\n")).priority == 7
+    spec = parse_workflow(workflow_yaml(extra=KEYED.replace("concurrency_key", "priority")))
+    assert spec.priority == "{{ inputs.customer }}"
+
+
+@pytest.mark.parametrize("value", ["10", "-1", "true", "'5'", '"{{ env.X }}"', '"p{{ 1 }}"'])
+def test_bad_priorities_are_errors_at_their_path(value: str) -> None:
+    (error,) = errors(workflow_yaml(extra=f"priority: {value}\n"))
+    assert error.startswith("line 4: priority: ")

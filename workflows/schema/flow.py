@@ -1,8 +1,9 @@
 """The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
-`max_parallel_executions` — the concurrency key and its limit, and `on_limit`.
+`max_parallel_executions` — the concurrency key and its limit, the priority, and `on_limit`.
 
-A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`),
-checked here when the workflow is applied and evaluated once per admission (workflows.flow).
+A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
+priority an int 0-9 or one such expression; both are checked here when the workflow is applied
+and evaluated once per admission (workflows.flow).
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ from dataclasses import dataclass
 
 from workflows.expression_check import expression_usage
 from workflows.expression_syntax import SyntaxProblem
-from workflows.expressions import ExpressionError, compile_expression, find_expressions
+from workflows.expressions import (
+    ExpressionError,
+    compile_expression,
+    find_expressions,
+    sole_expression,
+)
 from workflows.schema.document import Document
 
 ON_LIMIT = ("queue", "reject")
+PRIORITIES = range(10)
 # What a concurrency key expression may read: admission knows nothing else yet.
 KEY_VARIABLES = frozenset({"inputs", "trigger"})
 
@@ -24,6 +31,7 @@ class FlowControl:
     on_limit: str = "queue"
     concurrency_key: str | None = None
     max_parallel_per_key: int = 0
+    priority: int | str = 0  # or the "{{ … }}" expression as written
 
 
 def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) -> FlowControl:
@@ -46,7 +54,19 @@ def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) ->
         on_limit=on_limit,
         concurrency_key=key if isinstance(key, str) else None,
         max_parallel_per_key=per_key,
+        priority=_priority(doc, root.get("priority", 0), input_names),
     )
+
+
+def _priority(doc: Document, value: object, input_names: frozenset[str]) -> int | str:
+    if isinstance(value, int) and not isinstance(value, bool) and value in PRIORITIES:
+        return value
+    if isinstance(value, str) and (source := sole_expression(value)) is not None:
+        for problem in _expression_problems(source, input_names):
+            doc.error("priority", problem)
+        return value
+    doc.error("priority", 'must be an integer from 0 to 9, or one "{{ … }}" expression giving one')
+    return 0
 
 
 def _check_template(doc: Document, path: str, value: object, input_names: frozenset[str]) -> None:

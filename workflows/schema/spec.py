@@ -101,6 +101,7 @@ class WorkflowSpec:
     on_limit: str = "queue"  # or "reject"
     concurrency_key: str | None = None  # the bare CEL expression, braces removed
     max_parallel_per_key: int = 0  # 0 = unlimited
+    priority: int | str = 0  # 0-9, or the "{{ … }}" expression as written
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -115,6 +116,7 @@ class WorkflowSpec:
             "on_limit": self.on_limit,
             "concurrency_key": self.concurrency_key,
             "max_parallel_per_key": self.max_parallel_per_key,
+            "priority": self.priority,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -131,5 +133,6 @@ class WorkflowSpec:
             # Specs stored before flow control (issue 13) have none of its keys.
             concurrency_key=data.get("concurrency_key"),
             max_parallel_per_key=data.get("max_parallel_per_key", 0),
+            priority=data.get("priority", 0),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

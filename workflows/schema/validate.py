@@ -39,6 +39,7 @@ _WORKFLOW_KEYS = frozenset(
         "on_limit",
         "concurrency_key",
         "max_parallel_per_key",
+        "priority",
         "steps",
     }
 )
@@ -117,6 +118,7 @@ class _Validator:
             on_limit=flow.on_limit,
             concurrency_key=flow.concurrency_key,
             max_parallel_per_key=flow.max_parallel_per_key,
+            priority=flow.priority,
             steps=steps,
         )
 
