@@ -89,30 +89,8 @@ SELECT concurrency_key, count(*) FROM executions_execution
 """
 
 
-class KeySampler(Sampler):
-    """Also reads the slot holders per key of one workflow, in the same loop."""
+class KeySampler(CountSampler):
+    """Slot holders per key of one workflow: KeySampler(workflow_id); `most` is the workflow's
+    (the sum over its keys, from the same snapshot)."""
 
-    def __init__(self, team_id: int, workflow_id: int) -> None:
-        super().__init__(team_id)
-        self.workflow_id = workflow_id
-        self.max_per_key: dict[str, int] = {}
-
-    def run(self) -> None:
-        try:
-            while not self._halt.is_set():
-                with connection.cursor() as cursor:
-                    cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                    cursor.execute(HOLDERS_SQL, [self.team_id])
-                    rows = cursor.fetchall()
-                    cursor.execute(KEY_HOLDERS_SQL, [self.workflow_id])
-                    keys = cursor.fetchall()
-                    cursor.execute("COMMIT")
-                self.samples += 1
-                self.max_team = max(self.max_team, sum(count for _, count in rows))
-                for workflow_id, count in rows:
-                    seen = self.max_per_workflow.get(workflow_id, 0)
-                    self.max_per_workflow[workflow_id] = max(seen, count)
-                for key, count in keys:
-                    self.max_per_key[key] = max(self.max_per_key.get(key, 0), count)
-        finally:
-            connection.close()
+    SQL = KEY_HOLDERS_SQL

@@ -80,7 +80,7 @@ def assert_fifo_per_key(workflow) -> None:
 def test_per_key_and_workflow_limits_hold_under_a_flood(make_team, make_workflow, limit):
     team = make_team()
     workflow = keyed_workflow(make_workflow, team, limit)
-    watch = KeySampler(team.id, workflow.id)
+    watch = KeySampler(workflow.id)
     watch.start()
     outcomes = flood_threads(team, workflow)
     drain([workflow])
@@ -88,13 +88,13 @@ def test_per_key_and_workflow_limits_hold_under_a_flood(make_team, make_workflow
     assert set(outcomes) <= {"pending", "queued"}
     assert Execution.objects.filter(workflow=workflow).count() == ADMISSIONS
     assert watch.samples > 20
-    assert len(watch.max_per_key) == KEYS
-    assert max(watch.max_per_key.values()) == PER_KEY
-    assert 0 < watch.max_per_workflow[workflow.id] <= (limit or KEYS * PER_KEY)
+    assert len(watch.most_per_group) == KEYS
+    assert max(watch.most_per_group.values()) == PER_KEY
+    assert 0 < watch.most <= (limit or KEYS * PER_KEY)
     assert_fifo_per_key(workflow)
     print(
-        f"\nkeys: max holders per key {max(watch.max_per_key.values())} (limit {PER_KEY}),"
-        f" per workflow {watch.max_per_workflow[workflow.id]} (limit {limit})"
+        f"\nkeys: max holders per key {max(watch.most_per_group.values())} (limit {PER_KEY}),"
+        f" per workflow {watch.most} (limit {limit})"
         f" in {watch.samples} samples"
     )
 
@@ -103,11 +103,11 @@ def test_without_locks_the_same_flood_breaks_a_limit(make_team, make_workflow, w
     """Proof that the test catches the bug: without locks a limit it checks is exceeded."""
     team = make_team()
     workflow = keyed_workflow(make_workflow, team)
-    watch = KeySampler(team.id, workflow.id)
+    watch = KeySampler(workflow.id)
     watch.start()
     flood_threads(team, workflow)
     watch.stop()
-    worst, workflow_max = max(watch.max_per_key.values()), watch.max_per_workflow[workflow.id]
+    worst, workflow_max = max(watch.most_per_group.values()), watch.most
     print(
         f"\nwithout locks: max holders per key {worst} (limit {PER_KEY}),"
         f" per workflow {workflow_max} (limit {LIMIT})"
@@ -132,7 +132,7 @@ def test_per_key_limits_hold_across_processes(make_team, make_workflow):
     connections.close_all()  # children are forked: they must not share our connection
     context = multiprocessing.get_context("fork")
     results = context.Queue()
-    watch = KeySampler(team.id, workflow.id)
+    watch = KeySampler(workflow.id)
     watch.start()
     share = ADMISSIONS // 4
     children = [
@@ -156,6 +156,6 @@ def test_per_key_limits_hold_across_processes(make_team, make_workflow):
     watch.stop()
     assert set(outcomes) <= {Status.PENDING, Status.QUEUED}
     assert Execution.objects.filter(workflow=workflow).count() == ADMISSIONS
-    assert max(watch.max_per_key.values()) <= PER_KEY
-    assert 0 < watch.max_per_workflow[workflow.id] <= LIMIT
+    assert max(watch.most_per_group.values()) <= PER_KEY
+    assert 0 < watch.most <= LIMIT
     assert_fifo_per_key(workflow)
