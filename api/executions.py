@@ -77,7 +77,12 @@ class RunApi(TeamApi):
         serializer = self.RunInput(data=body)
         unknown = sorted(set(body) - {"inputs", "priority"})
         if not serializer.is_valid() or unknown:
-            detail = f"unknown keys {unknown}" if unknown else _first_error(serializer)
+            if unknown:
+                detail = f"unknown keys {unknown}"
+            elif "inputs" in serializer.errors:
+                detail = "'inputs' must be an object"
+            else:
+                detail = _first_error(serializer)
             shape = '{"inputs": {…}, "priority": 0-9}'
             raise ApiError(400, "invalid_inputs", f"{detail}; the body is {shape}")
         authenticator = request.successful_authenticator
