@@ -1,6 +1,6 @@
-"""400 webhooks over two web hosts while both run workers (Redis broker, PgBouncer): every limit
-holds at every observation of a sampler on the database host, all 400 are accounted for, and the
-queued ones are promoted in FIFO order."""
+"""400 webhooks over two web hosts while both run workers (Redis broker, PgBouncer): the team's
+limit 8, a workflow's limit 5 and its per-key limit 2 hold at every observation of a sampler on
+the database host, all 400 are accounted for, and the queued ones are promoted FIFO per key."""
 
 from __future__ import annotations
 
@@ -13,17 +13,23 @@ import psycopg
 import pytest
 
 from tests.api.conftest import hook_yaml
+from tests.factories import workflow_yaml
 from tests.multihost.conftest import Hosts
 from tests.multihost.sampler import Sampler
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
 WEBHOOKS = 400
-TEAM_LIMIT, WORKFLOW_LIMIT = 8, 5
+TEAM_LIMIT, WORKFLOW_LIMIT, KEY_LIMIT = 8, 5, 2
+KEYED = (
+    'concurrency_key: "{{ trigger.payload.customer }}"\n'
+    f"max_parallel_per_key: {KEY_LIMIT}\n"
+    "triggers:\n  - type: webhook\n    path: /hooks/limited\n"
+)
 STEP = "  - name: work\n    action: test/sleep\n    params: {seconds: 0.05}\n"
-# Per workflow: executions promoted out of the queue, in creation order.
+# Per queue (workflow, key): executions promoted out of it, in creation order.
 PROMOTED_SQL = """
-SELECT w.name, e.promoted_at FROM executions_execution e
+SELECT w.name, e.concurrency_key, e.promoted_at FROM executions_execution e
   JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
   JOIN teams_team t ON t.id = e.team_id
  WHERE t.slug = %s AND e.queued_at IS NOT NULL
@@ -38,9 +44,10 @@ SELECT e.status, count(*) FROM executions_execution e JOIN teams_team t ON t.id 
 def deliver(client: httpx.Client, url: str, key: str) -> int:
     """POST one webhook, retrying its Idempotency-Key on 503 (bounded); the last status."""
     status = 0
+    payload = {"customer": f"customer-{int(key.rsplit('-', 1)[1]) % 3}"}
     for _ in range(20):
         try:
-            status = client.post(url, json={"n": key}, headers={"Idempotency-Key": key}).status_code
+            status = client.post(url, json=payload, headers={"Idempotency-Key": key}).status_code
         except httpx.HTTPError:
             status = 0
         if status not in (0, 503):
@@ -65,7 +72,7 @@ def test_a_flood_over_two_web_hosts_holds_every_limit(hosts: Hosts, start_apps) 
         "flood",
         limit=TEAM_LIMIT,
         workflows=[
-            hook_yaml("limited", "/hooks/limited", limit=WORKFLOW_LIMIT, steps=STEP),
+            workflow_yaml("limited", limit=WORKFLOW_LIMIT, steps=STEP, extra=KEYED),
             hook_yaml("open", "/hooks/open", steps=STEP),
         ],
     )
@@ -86,14 +93,19 @@ def test_a_flood_over_two_web_hosts_holds_every_limit(hosts: Hosts, start_apps) 
     print(
         f"\n[hosts] flood: {dict(Counter(statuses))} in {admitted:.1f}s, all done in "
         f"{drained:.1f}s; max holders team {sampler.max_team}/{TEAM_LIMIT}, per workflow "
-        f"{sampler.max_per_workflow} in {sampler.samples} samples; {len(promoted)} queued"
+        f"{sampler.max_per_workflow}, per key of limited "
+        f"{max(n for (name, _), n in sampler.max_per_key.items() if name == 'limited')} in "
+        f"{sampler.samples} samples; {len(promoted)} queued"
     )
     assert statuses == [202] * WEBHOOKS
     assert final == {"completed": WEBHOOKS}
     assert sampler.samples > 100
     assert 0 < sampler.max_team <= TEAM_LIMIT
     assert 0 < sampler.max_per_workflow["limited"] <= WORKFLOW_LIMIT
+    keys = {key for (name, key) in sampler.max_per_key if name == "limited"}
+    assert keys == {"customer-0", "customer-1", "customer-2"}
+    assert all(sampler.max_per_key["limited", key] <= KEY_LIMIT for key in keys)
     assert promoted, "nothing queued: the flood never reached a limit"
-    for name in ("limited", "open"):
-        times = [at for workflow, at in promoted if workflow == name]
-        assert None not in times and times == sorted(times), f"{name}: not promoted FIFO"
+    for queue in {(name, key) for name, key, _ in promoted}:
+        times = [at for *of, at in promoted if tuple(of) == queue]
+        assert None not in times and times == sorted(times), f"{queue}: not promoted FIFO"
