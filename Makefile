@@ -53,5 +53,5 @@ wrk:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk >/dev/null; \
 		else echo "wrk missing: figure 2 will fail (sudo apt-get install wrk)"; fi; }
 
-bench: $(BENCH_STAMP) wrk
+bench: $(BENCH_STAMP) wrk hosts
 	$(BIN)/python -m bench

@@ -1,5 +1,6 @@
 """`python -m bench` (`make bench`): figures 1-4 (admission, HTTP, latency, growth; issue 5) and 5-6
-(engine capacity and throughput beside DBOS; issue 10), printed and written to bench/RESULTS.md.
+(engine capacity and throughput beside DBOS; issue 10), 7 (admission through PgBouncer vs
+direct; issue 15), printed and written to bench/RESULTS.md.
 A figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6",
+        default="1,2,3,4,5,6,7",
         help="figures to run, e.g. --only 1,4 (2 needs 1; 5 and 6 run together)",
     )
     parser.add_argument(
@@ -61,7 +62,7 @@ def main(argv: list[str]) -> None:
     url, label = database.prepare(embedded=options.embedded)
     print(f"database: {label}, {url}", flush=True)
 
-    from bench import admission, engine, fixtures, growth, http, machine, promotion, report
+    from bench import admission, engine, fixtures, growth, http, machine, pooled, promotion, report
 
     results = report.Report()
     # The 100 teams first: every team, workflow and version id of the hot team is then far from
@@ -114,7 +115,17 @@ def main(argv: list[str]) -> None:
         sizes = engine.Sizes(noops=300, burst=100) if quick else engine.Sizes()
         engine.run(results, sizes=sizes)
 
-    figures = {1: figure_1, 2: figure_2, 3: figure_3, 4: figure_4, 5: figures_5_and_6}
+    def figure_7() -> None:
+        pooled.run(results, hot=hot["open"], clients=[16, 64], seconds=seconds, rounds=rounds)
+
+    figures = {
+        1: figure_1,
+        2: figure_2,
+        3: figure_3,
+        4: figure_4,
+        5: figures_5_and_6,
+        7: figure_7,
+    }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():
         if number in only:

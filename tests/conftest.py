@@ -14,7 +14,7 @@ from teams.models import Team
 from tests.factories import TeamFactory, UserFactory, WorkflowFactory
 from tests.multihost import pgbouncer as pgbouncer_binary
 from tests.multihost.pgbouncer import PgBouncer
-from tests.processes import ENGINE, Cluster, Server, database_url, free_port
+from tests.processes import ENGINE, Cluster, Server, database_url
 from workflows.models import WorkflowDefinition
 
 
@@ -110,11 +110,7 @@ def pgbouncer(test_database_url: str) -> Iterator[PgBouncer]:
     if missing:
         pytest.skip(missing)
     db = settings.DATABASES["default"]
-    host = db["HOST"] or "127.0.0.1"
-    # The embedded server's socket is open to its own system user only.
-    user = Path(host).owner() if host.startswith("/") else pgbouncer_binary.SYSTEM_USER
-    server = f"host={host} port={db['PORT'] or 5432}"
-    bouncer = PgBouncer(server=server, port=free_port(), user=user)
+    bouncer = PgBouncer.in_front_of(db["HOST"] or "127.0.0.1", db["PORT"] or 5432)
     yield bouncer
     bouncer.stop()
 

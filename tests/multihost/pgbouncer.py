@@ -88,6 +88,16 @@ class PgBouncer:
             )
         self._wait_listening()
 
+    @classmethod
+    def in_front_of(cls, host: str, port: str | int, *, pool_size: int = 4) -> PgBouncer:
+        """On a free local port, in front of a server at host (an address or, for the embedded
+        server, a socket directory open to its own system user only) and port."""
+        user = Path(host).owner() if host.startswith("/") else SYSTEM_USER
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free = probe.getsockname()[1]
+        return cls(server=f"host={host} port={port}", port=free, pool_size=pool_size, user=user)
+
     def url(self, database: str) -> str:
         host, port = self.address
         return f"postgresql://postgres@{host}:{port}/{database}"
