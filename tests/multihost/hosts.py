@@ -270,6 +270,8 @@ class AppHost:
         raise AssertionError(f"{self.host.name} not ready:\n{self.log.read_text()[-3000:]}")
 
     def close(self) -> None:
-        stop(self.process, grace=15)
-        self.host.kill_all()  # whatever of it is left (e.g. after a host loss: nothing)
+        """Every process of the host SIGKILLed (its state is thrown away with it)."""
+        self.host.kill_all()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
         shutil.rmtree(self.directory, ignore_errors=True)

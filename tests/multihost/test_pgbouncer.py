@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.hosts, pytest.mark.slow, pytest.mark.django_db(transac
 
 DIRECT = "mantle-direct"
 STEPS = (
-    "  - name: first\n    action: test/sleep\n    params: {seconds: 0.2}\n"
+    "  - name: first\n    action: test/sleep\n    params: {seconds: 1}\n"
     "  - name: second\n    action: test/echo\n    depends_on: [first]\n    params: {n: 1}\n"
 )
 DIRECT_SESSIONS_SQL = """
