@@ -139,13 +139,12 @@ class StepExecutionFactory(DjangoModelFactory[StepExecution]):
 
 
 def fanout_branches(execution: Execution, count: int, **fields: Any) -> list[StepExecution]:
-    """`count` branches of one fan-out step of `execution` (StepExecutionFactory's fields),
-    inserted in one statement."""
+    """`count` branches of one fan-out step of `execution` (StepExecution's fields), inserted
+    in batches of 2,000 rows."""
     branches = (
-        StepExecutionFactory.build(execution=execution, fanout_index=index, **fields)
-        for index in range(count)
+        StepExecution(execution=execution, fanout_index=index, **fields) for index in range(count)
     )
-    return StepExecution.objects.bulk_create(branches)
+    return StepExecution.objects.bulk_create(branches, batch_size=2000)
 
 
 class QueueSampleFactory(DjangoModelFactory[QueueSample]):

@@ -107,13 +107,13 @@ class TestDetail:
 
 
 BRANCHES = 10_000
-OUTPUT = {"status": 200, "body": "x" * 2000}
+OUTPUT = {"status": 200, "body": "x" * 200}
 
 
 @pytest.fixture
 def fanout(team, make_workflow):
-    """A running execution of 10,000 branches (limits.fanout_items), each with a 2 KB output:
-    21.5 MB as one JSON answer, which took 10 s against `mantle serve`."""
+    """A running execution of 10,000 branches (limits.fanout_items), each with an output of
+    200 bytes: 4 MB as one JSON answer (with 2 KB outputs, 21.5 MB)."""
     execution = ExecutionFactory(workflow=make_workflow(team), status=Status.RUNNING)
     fanout_branches(execution, BRANCHES, name="each", status=StepStatus.COMPLETED, output=OUTPUT)
     StepExecutionFactory(execution=execution, name="each", status=StepStatus.RUNNING)  # parent
@@ -127,7 +127,7 @@ class TestFanoutDetail:
         with django_assert_max_num_queries(6):
             response = api.get(f"/api/v1/executions/{fanout.id}")
         assert response.status_code == 200
-        assert len(response.content) < 150_000  # 50 steps of 2 KB
+        assert len(response.content) < 40_000  # 50 steps of 400 bytes
         body = response.json()
         assert body["step_counts"] == {"completed": BRANCHES, "running": 1}
         assert [s["fanout_index"] for s in body["steps"]] == list(range(50))
@@ -141,7 +141,7 @@ class TestFanoutDetail:
         while True:
             response = api.get(url + (f"&cursor={cursor}" if cursor else ""))
             assert response.status_code == 200
-            assert len(response.content) < 500_000  # 200 steps of 2 KB
+            assert len(response.content) < 120_000  # 200 steps of 400 bytes
             page = response.json()
             seen += [(s["fanout_index"], s["status"]) for s in page["steps"]]
             cursor, pages = page["next_cursor"], pages + 1
