@@ -8,6 +8,8 @@ from teams.models import Team
 class OnLimit(models.TextChoices):
     QUEUE = "queue"
     REJECT = "reject"
+    CANCEL_RUNNING = "cancel_running"
+    KEEP_LATEST = "keep_latest"
 
 
 class WorkflowDefinition(models.Model):
@@ -49,7 +51,7 @@ class WorkflowVersion(models.Model):
     content_hash = models.CharField(max_length=64)
     spec = models.JSONField()
     max_parallel_executions = models.PositiveIntegerField(default=0)
-    on_limit = models.CharField(max_length=6, choices=OnLimit.choices, default=OnLimit.QUEUE)
+    on_limit = models.CharField(max_length=14, choices=OnLimit.choices, default=OnLimit.QUEUE)
     max_parallel_per_key = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 

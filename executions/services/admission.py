@@ -21,10 +21,11 @@ from django.db import connection, transaction
 from core import locks
 from executions import metrics
 from executions.models import BlockedBy, Execution, Rejection, Status
+from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, queries
 from teams.models import Team, effective_team_limit
 from workflows.flow import concurrency_key_value, priority_value
-from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
 
 
@@ -63,6 +64,9 @@ def blocked_by_name(execution: Execution) -> str | None:
     """What blocks a queued execution, by name: its key's value when its key is full."""
     return execution.concurrency_key if execution.blocked_by == BlockedBy.KEY else None
 
+
+# The strategies that end an execution to make room for a newcomer (CONTRACT §9).
+SUPERSEDING = (OnLimit.CANCEL_RUNNING, OnLimit.KEEP_LATEST)
 
 _SPECS: dict[tuple[int, str], WorkflowSpec] = {}
 
@@ -142,9 +146,11 @@ def _admit_locked(
         "priority": priority,
     }
     # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
-    # fails this admission only, and the caller's transaction stays usable.
-    savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
-    with savepoint, connection.cursor() as cursor:
+    # fails this admission only, and the caller's transaction stays usable. A strategy that
+    # supersedes an execution ends it in the same transaction, under the admission's locks.
+    superseding = version.on_limit in SUPERSEDING
+    atomic = connection.in_atomic_block or superseding
+    with transaction.atomic() if atomic else nullcontext(), connection.cursor() as cursor:
         cursor.execute(
             queries["admit"],
             {
@@ -163,7 +169,11 @@ def _admit_locked(
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
             },
         )
-        outcome, scope, limit, created_at, position = cursor.fetchone()
+        outcome, scope, limit, created_at, position, superseded = cursor.fetchone()
+        if superseded is not None:
+            execution_finish(
+                superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
+            )
     if outcome == REJECTED:
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
         raise ConcurrencyLimitExceeded(scope=scope, limit=limit)

@@ -31,6 +31,23 @@ SELECT t.max_concurrent_executions,
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
  WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
 
+-- name: oldest_key_holder
+-- on_limit cancel_running: the slot holder of the newcomer's key (its workflow's when unkeyed,
+-- the key '') that it supersedes.
+SELECT e.id FROM executions_execution e
+ WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
+   AND e.status IN {slot_holding}
+ ORDER BY e.created_at, e.id
+ LIMIT 1
+
+-- name: latest_key_queued
+-- on_limit keep_latest: the one queued execution of the newcomer's key that it supersedes.
+SELECT e.id FROM executions_execution e
+ WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
+   AND e.status = 'queued'
+ ORDER BY e.created_at DESC, e.id DESC
+ LIMIT 1
+
 -- name: admission_insert
 -- The admitted execution. created_at and (when queued) queued_at are the same clock time, taken
 -- after the locks were granted: the FIFO order of the queue is the order of the inserts.

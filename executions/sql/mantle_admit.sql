@@ -15,7 +15,7 @@ CREATE OR REPLACE FUNCTION mantle_admit(
     _priority int, _default_team_limit int, _team_namespace int, _workflow_namespace int, _key_namespace int,
     _key_lock int, _lock_timeout text)
 RETURNS TABLE(outcome text, scope text, scope_limit int, admitted_at timestamptz,
-              queue_position bigint)
+              queue_position bigint, superseded uuid)
 LANGUAGE plpgsql VOLATILE AS $admit$
 DECLARE
     _team_limit int;
@@ -31,6 +31,7 @@ DECLARE
     _status text := 'pending';
     _blocked_by text;
     _created_at timestamptz;
+    _superseded uuid;
 BEGIN
     {admission_locks};
     IF NOT _forced THEN
@@ -54,8 +55,23 @@ BEGIN
             RETURN QUERY SELECT 'rejected', _blocked_by,
                 CASE _blocked_by WHEN 'team' THEN _team_limit WHEN 'key' THEN _key_limit
                                  ELSE _workflow_limit END,
-                NULL::timestamptz, NULL::bigint;
+                NULL::timestamptz, NULL::bigint, NULL::uuid;
             RETURN;
+        END IF;
+        -- The strategies name the execution the newcomer supersedes; the caller ends it through
+        -- the one terminal transition, in this transaction, under these locks, so no observer
+        -- sees both or neither (services/admission.py).
+        IF _blocked_by IN ('key', 'workflow') AND _on_limit = 'cancel_running' THEN
+            -- The oldest slot holder of its key (of its workflow when unkeyed) makes room.
+            -- None left of a full key: the one counted ended since, and under these locks slot
+            -- holders can only leave, so the newcomer fits.
+            {oldest_key_holder} INTO _superseded;
+            IF _superseded IS NOT NULL OR _blocked_by = 'key' THEN
+                _blocked_by := NULL;
+            END IF;
+        ELSIF _blocked_by IS NOT NULL AND _on_limit = 'keep_latest' THEN
+            -- At most one queued per key: the newcomer takes the place of the queued one.
+            {latest_key_queued} INTO _superseded;
         END IF;
         IF _blocked_by IS NOT NULL THEN
             _status := 'queued';
@@ -66,10 +82,14 @@ BEGIN
     _created_at := clock_timestamp();
     {admission_insert};
     IF _status = 'pending' THEN
-        RETURN QUERY SELECT _status, NULL::text, NULL::int, _created_at, NULL::bigint;
+        RETURN QUERY SELECT _status, NULL::text, NULL::int, _created_at, NULL::bigint,
+            _superseded;
     ELSE
         RETURN QUERY SELECT _status, _blocked_by, NULL::int, _created_at,
-            ({queue_position});
+            -- Its place once the superseded one (older: ahead unless of lower priority) is gone.
+            ({queue_position}) - (SELECT count(*) FROM executions_execution v
+                                   WHERE v.id = _superseded AND v.priority >= _priority),
+            _superseded;
     END IF;
 END
 $admit$

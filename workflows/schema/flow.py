@@ -20,7 +20,7 @@ from workflows.expressions import (
 )
 from workflows.schema.document import Document
 
-ON_LIMIT = ("queue", "reject")
+ON_LIMIT = ("queue", "reject", "cancel_running", "keep_latest")
 PRIORITIES = range(10)
 # What a concurrency key expression may read: admission knows nothing else yet.
 KEY_VARIABLES = frozenset({"inputs", "trigger"})

@@ -1,0 +1,105 @@
+"""The strategies under concurrency (CONTRACT §9): cancel_running racing completions, and a
+keep_latest flood on one key, with a sampler checking at every observation."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connections
+
+from executions.models import Execution, Status
+from executions.services.admission import execution_admit
+from executions.services.lifecycle import execution_finish
+from tests.concurrency.harness import CountSampler, KeySampler, run_in_threads
+from tests.concurrency.test_admission_races import complete_holders
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KEYED = 'inputs:\n  customer: {type: string}\nconcurrency_key: "{{ inputs.customer }}"\n'
+
+
+class QueuedSampler(CountSampler):
+    """Queued executions per key of one workflow: QueuedSampler(workflow_id)."""
+
+    SQL = """
+    SELECT concurrency_key, count(*) FROM executions_execution
+     WHERE workflow_id = %s AND status = 'queued' GROUP BY concurrency_key
+    """
+
+
+def test_cancel_running_racing_completions_never_exceeds_a_key(make_team, make_workflow):
+    team = make_team()
+    workflow = make_workflow(
+        team, on_limit="cancel_running", extra=KEYED + "max_parallel_per_key: 1\n"
+    )
+    watch = KeySampler(workflow.id)
+    watch.start()
+    done = threading.Event()
+    completers = [
+        threading.Thread(
+            target=lambda: (complete_holders([workflow.id], done), connections.close_all())
+        )
+        for _ in range(2)
+    ]
+    for completer in completers:
+        completer.start()
+    jobs = [
+        (
+            lambda n=n: execution_admit(
+                team=team, workflow=workflow, inputs={"customer": f"c{n // 40}"}
+            )
+        )
+        for n in range(200)
+    ]
+    try:
+        admissions = run_in_threads(jobs, threads=16)
+    finally:
+        done.set()
+        for completer in completers:
+            completer.join()
+    watch.stop()
+    rows = Execution.objects.filter(workflow=workflow)
+    assert rows.count() == 200
+    # Every newcomer is admitted (superseding its key's holder, or into the slot a completion
+    # freed); none lost: each is a holder (at most one per key), completed, or cancelled by the
+    # newer one that superseded it.
+    assert {a.status for a in admissions} == {Status.PENDING}  # type: ignore[attr-defined]
+    by_status = {s: rows.filter(status=s).count() for s in ("pending", "completed", "cancelled")}
+    assert sum(by_status.values()) == 200
+    assert by_status["pending"] <= 5
+    for cancelled in rows.filter(status="cancelled"):
+        superseder = rows.get(id=cancelled.error.removeprefix("superseded by "))
+        assert superseder.concurrency_key == cancelled.concurrency_key
+        assert superseder.created_at > cancelled.created_at
+    assert watch.samples > 20
+    assert max(watch.most_per_group.values()) == 1
+    worst = max(watch.most_per_group.values())
+    print(
+        f"\ncancel_running x200 over 5 keys: max holders per key {worst} in {watch.samples}"
+        f" samples; {by_status}"
+    )
+
+
+def test_a_keep_latest_flood_keeps_one_queued_and_runs_the_last(make_team, make_workflow):
+    team = make_team()
+    workflow = make_workflow(
+        team, on_limit="keep_latest", extra=KEYED + "max_parallel_per_key: 1\n"
+    )
+    running = execution_admit(team=team, workflow=workflow, inputs={"customer": "a"}).execution
+    watch = QueuedSampler(workflow.id)
+    watch.start()
+    jobs = [
+        (lambda: execution_admit(team=team, workflow=workflow, inputs={"customer": "a"}))
+        for _ in range(100)
+    ]
+    run_in_threads(jobs, threads=16)
+    watch.stop()
+    assert watch.samples > 20
+    assert watch.most_per_group == {"a": 1}
+    last = Execution.objects.filter(workflow=workflow).latest("created_at")
+    assert Execution.objects.get(status=Status.QUEUED) == last
+    assert Execution.objects.filter(status=Status.CANCELLED).count() == 99
+    execution_finish(running.id, status=Status.COMPLETED)  # promotes after its commit
+    assert Execution.objects.get(id=last.id).status == Status.PENDING
+    print(f"\nkeep_latest x100 on one key: at most {watch.most} queued in {watch.samples} samples")
