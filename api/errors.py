@@ -21,7 +21,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from core import locks
-from executions.services.admission import ConcurrencyLimitExceeded
+from executions.services.admission import QUEUE_FULL, ConcurrencyLimitExceeded
 from executions.services.idempotency import IdempotencyKeyReused
 from executions.services.lifecycle import ExecutionBusy, NotCancellable
 from workflows.schema import InvalidInputs, WorkflowInvalid
@@ -72,7 +72,8 @@ def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:
 def _translate(exc: Exception) -> ApiError | None:
     """The services' exceptions as API errors."""
     if isinstance(exc, ConcurrencyLimitExceeded):
-        return ApiError(429, "concurrency_limit", str(exc), scope=exc.scope, limit=exc.limit)
+        code = QUEUE_FULL if exc.scope == QUEUE_FULL else "concurrency_limit"
+        return ApiError(429, code, str(exc), scope=exc.scope, limit=exc.limit)
     if isinstance(exc, InvalidInputs):
         return ApiError(400, "invalid_inputs", str(exc), errors=exc.errors)
     if isinstance(exc, WorkflowInvalid):

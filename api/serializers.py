@@ -102,5 +102,5 @@ class ErrorOutput(serializers.Serializer):
 
 
 class ConcurrencyLimitOutput(ErrorOutput):
-    scope = serializers.ChoiceField(choices=BlockedBy.choices)
+    scope = serializers.ChoiceField(choices=[*BlockedBy.choices, ("queue_full", "Queue full")])
     limit = serializers.IntegerField()

@@ -193,7 +193,9 @@ class Rejection(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.CASCADE, related_name="+")
-    scope = models.CharField(max_length=8, choices=BlockedBy.choices)
+    scope = models.CharField(
+        max_length=10, choices=[*BlockedBy.choices, ("queue_full", "Queue full")]
+    )
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:

@@ -53,6 +53,8 @@ class WorkflowVersion(models.Model):
     max_parallel_executions = models.PositiveIntegerField(default=0)
     on_limit = models.CharField(max_length=14, choices=OnLimit.choices, default=OnLimit.QUEUE)
     max_parallel_per_key = models.PositiveIntegerField(default=0)
+    # Queued executions of the workflow (of one key when keyed); 0 = unbounded.
+    max_queued = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -53,6 +53,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             max_parallel_executions=spec.max_parallel_executions,
             on_limit=spec.on_limit,
             max_parallel_per_key=spec.max_parallel_per_key,
+            max_queued=spec.max_queued,
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])

@@ -28,14 +28,21 @@ from workflows.flow import concurrency_key_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, validate_inputs
 
+# The scope of a rejection by `max_queued` (429 `queue_full`).
+QUEUE_FULL = "queue_full"
+
 
 class ConcurrencyLimitExceeded(Exception):
-    """The workflow rejects when full (`on_limit: reject`) and a limit is reached."""
+    """The workflow rejects when full (`on_limit: reject`) and a limit is reached, or its queue
+    is full (`max_queued`, scope QUEUE_FULL)."""
 
     def __init__(self, *, scope: str, limit: int) -> None:
         self.scope = scope
         self.limit = limit
-        super().__init__(f"{scope} concurrency limit of {limit} reached")
+        if scope == QUEUE_FULL:
+            super().__init__(f"the queue is full ({limit} queued, max_queued)")
+        else:
+            super().__init__(f"{scope} concurrency limit of {limit} reached")
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,11 @@ class NotCancellable(Exception):
         super().__init__(f"execution is already {status}")
 
 
-def execution_finish(execution_id: uuid.UUID, *, status: str, error: str = "") -> bool:
-    """Move a live execution to a terminal status; False when it was already terminal."""
+def execution_finish(
+    execution_id: uuid.UUID, *, status: str, error: str = "", only_from: str | None = None
+) -> bool:
+    """Move a live execution to a terminal status; False when it was already terminal, or not
+    in `only_from` when given."""
     assert status in TERMINAL, status
     # Inside a caller's transaction (the engine finishes executions in batches), no savepoint:
     # it would cost two round trips, and any error here fails the caller's transaction anyway.
@@ -40,7 +43,7 @@ def execution_finish(execution_id: uuid.UUID, *, status: str, error: str = "") -
             .select_related("team", "workflow")
             .get(id=execution_id)
         )
-        if execution.status in TERMINAL:
+        if execution.status in TERMINAL or only_from not in (None, execution.status):
             return False
         execution.status = status
         execution.error = error

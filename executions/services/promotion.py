@@ -20,6 +20,7 @@ from django.db.backends.utils import CursorWrapper
 
 from core import locks
 from executions import metrics
+from executions.services.queue_timeouts import queue_expire
 from executions.sql import queries
 from teams.models import effective_team_limit
 
@@ -70,11 +71,13 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
 
 
 def queue_promote_all(*, trigger: str) -> int | None:
-    """The backup poller: promote for every team with a queue. None when another run holds the
-    poller lock (overlapping runs skip rather than queue up)."""
+    """The backup poller: end what queued past its queue_timeout, then promote for every team
+    with a queue. None when another run holds the poller lock (overlapping runs skip rather than
+    queue up)."""
     with transaction.atomic():
         if not locks.try_lock(locks.Namespace.POLLER):
             return None
+        queue_expire()
         with connection.cursor() as cursor:
             cursor.execute(queries["teams_with_queue"])
             team_ids = sorted(row[0] for row in cursor.fetchall())

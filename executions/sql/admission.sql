@@ -11,6 +11,7 @@ SELECT t.max_concurrent_executions,
        v.max_parallel_executions,
        v.on_limit,
        v.max_parallel_per_key,
+       v.max_queued,
        (SELECT count(*) FROM executions_execution e
          WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}),
        (SELECT count(*) FROM executions_execution e
@@ -47,6 +48,15 @@ SELECT e.id FROM executions_execution e
    AND e.status = 'queued'
  ORDER BY e.created_at DESC, e.id DESC
  LIMIT 1
+
+-- name: key_queue_full
+-- max_queued: whether the newcomer's queue (its key's; its workflow's when unkeyed, the key '')
+-- already holds %(max_queued)s, not counting one it supersedes; counts at most that many rows.
+SELECT count(*) - (%(superseded)s IS NOT NULL)::int >= %(max_queued)s
+  FROM (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
+           AND e.status = 'queued'
+         LIMIT %(max_queued)s + 1) AS queued
 
 -- name: admission_insert
 -- The admitted execution. created_at and (when queued) queued_at are the same clock time, taken

@@ -22,6 +22,8 @@ DECLARE
     _workflow_limit int;
     _on_limit text;
     _key_limit int;
+    _max_queued int;
+    _queue_full boolean;
     _team_holders bigint;
     _workflow_holders bigint;
     _key_holders bigint;
@@ -36,7 +38,7 @@ BEGIN
     {admission_locks};
     IF NOT _forced THEN
         {admission_state}
-          INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _team_holders,
+          INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _team_holders,
                _workflow_holders, _key_holders, _workflow_has_blocked_queue, _key_has_queue,
                _team_has_blocked_queue;
         _team_limit := coalesce(_team_limit, _default_team_limit);
@@ -72,6 +74,14 @@ BEGIN
         ELSIF _blocked_by IS NOT NULL AND _on_limit = 'keep_latest' THEN
             -- At most one queued per key: the newcomer takes the place of the queued one.
             {latest_key_queued} INTO _superseded;
+        END IF;
+        IF _blocked_by IS NOT NULL AND _max_queued > 0 THEN
+            {key_queue_full} INTO _queue_full;
+            IF _queue_full THEN
+                RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::timestamptz,
+                    NULL::bigint, NULL::uuid;
+                RETURN;
+            END IF;
         END IF;
         IF _blocked_by IS NOT NULL THEN
             _status := 'queued';

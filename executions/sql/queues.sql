@@ -58,3 +58,13 @@ SELECT workflow_id,
 
 -- name: queue_sample_prune
 DELETE FROM executions_queuesample WHERE taken_at < statement_timestamp() - interval '2 hours'
+
+-- name: queued_past_timeout
+-- Queued executions past their version's queue_timeout (seconds in its spec), with the timeout
+-- as the YAML wrote it.
+SELECT e.id, v.spec->>'queue_timeout_text'
+  FROM executions_execution e
+  JOIN workflows_workflowversion v ON v.id = e.version_id
+ WHERE e.status = 'queued' AND jsonb_typeof(v.spec->'queue_timeout') = 'number'
+   AND e.queued_at + make_interval(secs => (v.spec->>'queue_timeout')::float)
+       <= statement_timestamp()

@@ -95,3 +95,17 @@ def test_a_bad_priority_is_400_and_writes_nothing(api, team, make_workflow, prio
     assert response.json()["error"] == "invalid_inputs"
     assert response.json()["detail"].startswith("priority: ")
     assert not Execution.objects.exists()
+
+
+def test_a_full_queue_is_429_queue_full(api, team, make_workflow):
+    make_workflow(team, limit=1, extra="max_queued: 1\n")
+    assert [api.post("/api/v1/run/deploy").status_code for _ in range(2)] == [202, 202]
+    response = api.post("/api/v1/run/deploy")
+    assert response.status_code == 429
+    assert response.json() == {
+        "error": "queue_full",
+        "detail": "the queue is full (1 queued, max_queued)",
+        "scope": "queue_full",
+        "limit": 1,
+    }
+    assert Execution.objects.count() == 2

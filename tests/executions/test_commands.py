@@ -26,6 +26,14 @@ class TestRun:
             run("mantle_run", "deploy", "--team", "acme")
         assert raised.value.returncode == 3
 
+    def test_a_full_queue_exits_3(self, team, make_workflow):
+        make_workflow(team, limit=1, extra="max_queued: 1\n")
+        run("mantle_run", "deploy", "--team", "acme")
+        run("mantle_run", "deploy", "--team", "acme")
+        with pytest.raises(CommandError, match=r"the queue is full \(1 queued") as raised:
+            run("mantle_run", "deploy", "--team", "acme")
+        assert raised.value.returncode == 3
+
     def test_force_bypasses_the_limit(self, team, make_workflow):
         make_workflow(team, limit=1, on_limit="reject")
         run("mantle_run", "deploy", "--team", "acme")

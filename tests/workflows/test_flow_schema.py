@@ -88,3 +88,22 @@ def test_a_priority_is_an_integer_or_an_expression() -> None:
 def test_bad_priorities_are_errors_at_their_path(value: str) -> None:
     (error,) = errors(workflow_yaml(extra=f"priority: {value}\n"))
     assert error.startswith("line 4: priority: ")
+
+
+def test_bounds_are_read_with_the_timeout_as_written() -> None:
+    spec = parse_workflow(workflow_yaml(extra="max_queued: 5\nqueue_timeout: 1h30m\n"))
+    assert (spec.max_queued, spec.queue_timeout, spec.queue_timeout_text) == (5, 5400.0, "1h30m")
+    assert parse_workflow(workflow_yaml(extra="queue_timeout: 90\n")).queue_timeout_text == "90s"
+
+
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        ("max_queued: -1\n", "max_queued"),
+        ("queue_timeout: soon\n", "queue_timeout"),
+        ("queue_timeout: 0s\n", "queue_timeout"),
+    ],
+)
+def test_bad_bounds_are_errors_at_their_path(extra: str, path: str) -> None:
+    (error,) = errors(workflow_yaml(extra=extra))
+    assert error.startswith(f"line 4: {path}: ")

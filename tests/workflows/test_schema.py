@@ -135,7 +135,7 @@ def test_it_reports_every_error_sorted_by_line() -> None:
         """
     )
     assert errors == [
-        (1, "on_limit", "must be one of: queue, reject"),
+        (1, "on_limit", "must be one of: queue, reject, cancel_running, keep_latest"),
         (2, "name", "must be kebab-case (^[a-z][a-z0-9-]*$)"),
         (3, "steps", "must be a non-empty list of steps"),
     ]
@@ -305,7 +305,10 @@ def test_it_requires_a_kebab_case_name(value: str, message: str) -> None:
             (2, "max_parallel_executions", "must be an integer >= 0"),
         ),
         ("max_parallel_executions: 1.5", (2, "max_parallel_executions", "must be an integer >= 0")),
-        ("on_limit: drop", (2, "on_limit", "must be one of: queue, reject")),
+        (
+            "on_limit: drop",
+            (2, "on_limit", "must be one of: queue, reject, cancel_running, keep_latest"),
+        ),
         ("inputs: [x]", (2, "inputs", "must be a mapping of input name to definition")),
         ("triggers: {type: cron}", (2, "triggers", "must be a list")),
     ],

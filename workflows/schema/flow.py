@@ -1,5 +1,6 @@
 """The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
-`max_parallel_executions` — the concurrency key and its limit, the priority, and `on_limit`.
+`max_parallel_executions` — the concurrency key and its limit, the priority, `on_limit`, and
+the queue's bounds (`max_queued`, `queue_timeout`).
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
 priority an int 0-9 or one such expression; both are checked here when the workflow is applied
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.durations import parse_duration
 from workflows.expression_check import expression_usage
 from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
@@ -32,6 +34,9 @@ class FlowControl:
     concurrency_key: str | None = None
     max_parallel_per_key: int = 0
     priority: int | str = 0  # or the "{{ … }}" expression as written
+    max_queued: int = 0  # 0 = unbounded
+    queue_timeout: float | None = None  # seconds
+    queue_timeout_text: str | None = None  # as written, for the error that names it
 
 
 def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) -> FlowControl:
@@ -55,7 +60,39 @@ def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) ->
         concurrency_key=key if isinstance(key, str) else None,
         max_parallel_per_key=per_key,
         priority=_priority(doc, root.get("priority", 0), input_names),
+        max_queued=_count(doc, root, "max_queued"),
+        queue_timeout=_timeout(doc, root.get("queue_timeout")),
+        queue_timeout_text=_as_written(root.get("queue_timeout")),
     )
+
+
+def _count(doc: Document, root: dict, key: str) -> int:
+    value = root.get(key, 0)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    doc.error(key, "must be an integer >= 0")
+    return 0
+
+
+def _as_written(value: object) -> str | None:
+    """A duration as the YAML wrote it; a plain number is seconds."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else f"{value}s"
+
+
+def _timeout(doc: Document, value: object) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        doc.error("queue_timeout", str(exc))
+        return None
+    if seconds <= 0:
+        doc.error("queue_timeout", "must be a duration greater than zero")
+        return None
+    return seconds
 
 
 def _priority(doc: Document, value: object, input_names: frozenset[str]) -> int | str:

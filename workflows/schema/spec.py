@@ -102,6 +102,9 @@ class WorkflowSpec:
     concurrency_key: str | None = None  # the bare CEL expression, braces removed
     max_parallel_per_key: int = 0  # 0 = unlimited
     priority: int | str = 0  # 0-9, or the "{{ … }}" expression as written
+    max_queued: int = 0  # 0 = unbounded
+    queue_timeout: float | None = None  # seconds
+    queue_timeout_text: str | None = None  # as written
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -117,6 +120,9 @@ class WorkflowSpec:
             "concurrency_key": self.concurrency_key,
             "max_parallel_per_key": self.max_parallel_per_key,
             "priority": self.priority,
+            "max_queued": self.max_queued,
+            "queue_timeout": self.queue_timeout,
+            "queue_timeout_text": self.queue_timeout_text,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -134,5 +140,8 @@ class WorkflowSpec:
             concurrency_key=data.get("concurrency_key"),
             max_parallel_per_key=data.get("max_parallel_per_key", 0),
             priority=data.get("priority", 0),
+            max_queued=data.get("max_queued", 0),
+            queue_timeout=data.get("queue_timeout"),
+            queue_timeout_text=data.get("queue_timeout_text"),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

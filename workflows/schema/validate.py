@@ -40,6 +40,8 @@ _WORKFLOW_KEYS = frozenset(
         "concurrency_key",
         "max_parallel_per_key",
         "priority",
+        "max_queued",
+        "queue_timeout",
         "steps",
     }
 )
@@ -119,6 +121,9 @@ class _Validator:
             concurrency_key=flow.concurrency_key,
             max_parallel_per_key=flow.max_parallel_per_key,
             priority=flow.priority,
+            max_queued=flow.max_queued,
+            queue_timeout=flow.queue_timeout,
+            queue_timeout_text=flow.queue_timeout_text,
             steps=steps,
         )
 

@@ -54,10 +54,7 @@ class Command(BaseCommand):
         except InvalidInputs as exc:
             raise CommandError("; ".join(exc.errors), returncode=EXIT_USAGE) from exc
         except ConcurrencyLimitExceeded as exc:
-            raise CommandError(
-                f"rejected: the {exc.scope} concurrency limit of {exc.limit} is reached",
-                returncode=EXIT_REJECTED,
-            ) from exc
+            raise CommandError(f"rejected: {exc}", returncode=EXIT_REJECTED) from exc
         self.stdout.write(f"{admission.execution.id} {admission.status}")
         if admission.execution.concurrency_key:
             self.stdout.write(f"concurrency key {admission.execution.concurrency_key}")

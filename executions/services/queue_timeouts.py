@@ -1,0 +1,28 @@
+"""queue_timeout (CONTRACT §9): a queued execution not promoted in time ends `timed_out`, with
+`error: "queued longer than <timeout>"`. The backup poller runs it before it promotes, so it
+happens within one poll of the deadline. A queued execution holds no slot: no count changes."""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from executions.models import Status
+from executions.services.lifecycle import execution_finish
+from executions.sql import queries
+
+
+def queue_expire() -> int:
+    """End every queued execution past its version's queue_timeout; return how many."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["queued_past_timeout"])
+        expired = cursor.fetchall()
+    # Only from queued: one promoted since the read keeps its slot and runs.
+    return sum(
+        execution_finish(
+            execution_id,
+            status=Status.TIMED_OUT,
+            error=f"queued longer than {timeout}",
+            only_from=Status.QUEUED,
+        )
+        for execution_id, timeout in expired
+    )
