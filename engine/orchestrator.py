@@ -167,12 +167,25 @@ def advance_many(execution_ids: Collection[uuid.UUID]) -> None:
             .filter(id__in=list(execution_ids))
             .order_by("id")
         )
-        for execution in executions:
-            if execution.status == Status.RUNNING:
-                _advance(execution)
+        running = [execution for execution in executions if execution.status == Status.RUNNING]
+        rows = _step_rows([execution.id for execution in running])
+        for execution in running:
+            _advance(execution, rows.get(execution.id, []))
 
 
-def _advance(execution: Execution) -> None:
+def _step_rows(execution_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StepExecution]]:
+    """The steps' own rows of the executions (read once for a batch), without a fan-out's
+    items; each with `item_count`, its number of items."""
+    count = Func(F("items"), function="jsonb_array_length", output_field=IntegerField())
+    rows: dict[uuid.UUID, list[StepExecution]] = {}
+    if execution_ids:
+        steps = StepExecution.objects.filter(execution_id__in=execution_ids, fanout_index=None)
+        for row in steps.defer("items").annotate(item_count=count):
+            rows.setdefault(row.execution_id, []).append(row)
+    return rows
+
+
+def _advance(execution: Execution, rows: list[StepExecution]) -> None:
     spec = spec_of(execution.version)
     deadline = workflow_deadline(execution, spec)
     if deadline is not None and timezone.now() >= deadline:
@@ -182,18 +195,13 @@ def _advance(execution: Execution) -> None:
             error=f"workflow timed out after {spec.timeout:g}s",
         )
         return
-    count = Func(F("items"), function="jsonb_array_length", output_field=IntegerField())
-    counted = list(
-        StepExecution.objects.filter(execution=execution, fanout_index=None)
-        .defer("items")
-        .annotate(item_count=count)
-    )
     fans_out = any(step.for_each is not None for step in spec.steps)
+    item_counts = {row.name: getattr(row, "item_count", None) for row in rows}
     plan = _Plan(
         execution,
         spec,
-        list[StepExecution](counted),
-        {row.name: row.item_count for row in counted if row.item_count is not None},
+        rows,
+        {name: count for name, count in item_counts.items() if count is not None},
         _branch_counts(execution) if fans_out else {},
     )
     for step in spec.steps:

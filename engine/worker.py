@@ -45,7 +45,6 @@ from executions.sql import WORK_CHANNEL
 
 HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
 SAFETY_POLL = 5.0  # seconds between claims when nothing wakes the loop
-DB_THREADS = 3  # a start batch and SETTLERS settle batches at once
 STOP_GRACE = 3.0  # seconds a stopping worker lets running attempts finish before handing back
 EXECUTION_BATCH = 50
 SETTLE_BATCH = 100
@@ -84,10 +83,13 @@ class StepWorker:
         self.owner = new_owner()
         self.held: dict[int, _Held] = {}
         self.stopping = False
-        self.db = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="db")
-        # Claims and leases run on connections of their own, never queued behind the steps'
-        # work: a backlog of one execution's steps delays neither another's start nor a lease.
+        # Settle batches, and the params of steps that read expressions.
+        self.db = ThreadPoolExecutor(SETTLERS, thread_name_prefix="db")
+        # Claims, starts and leases run on connections of their own, never queued behind the
+        # steps' work: a backlog of one execution's steps delays neither another's start nor a
+        # lease.
         self.claims = ThreadPoolExecutor(1, thread_name_prefix="claims")
+        self.starts = ThreadPoolExecutor(1, thread_name_prefix="starts")
         self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
@@ -104,7 +106,7 @@ class StepWorker:
             await self._claim_loop()
             await self._drain()
             heartbeat.cancel()
-        for pool in (self.db, self.claims, self.leases):
+        for pool in (self.db, self.claims, self.starts, self.leases):
             pool.shutdown()
 
     def stop(self) -> None:
@@ -139,7 +141,7 @@ class StepWorker:
         if free <= 0:
             return False
         if self.starting is None:
-            self.starting = self._db(orchestrator.executions_start, EXECUTION_BATCH)
+            self.starting = self._on(self.starts, orchestrator.executions_start, EXECUTION_BATCH)
             self.starting.add_done_callback(self._started)
             self._background(self.starting)
         claims = await self._on(self.claims, _steps_claim, self.owner, free)
