@@ -7,11 +7,12 @@ notification wakes the claim loop. (The engine clock runs in a process of its ow
 that hangs never stops the reaper that recovers its steps.)
 
 The claim loop starts pending executions (claimed and advanced in one transaction, one batch
-at a time on a database thread) and claims due steps, at most as many as it has free slots,
-then sleeps until a notification, a freed slot, the earliest retry's `not_before`, or the
-safety poll. A claimed step whose params read no expression starts without another query.
-Finished attempts are settled in batches: one transaction ends every attempt that finished
-meanwhile and advances their executions, by at most SETTLERS batches at once.
+at a time on a connection of its own, whether slots are free or not) and claims due steps, at
+most as many as it has free slots, then sleeps until a notification, a freed slot, the
+earliest retry's `not_before`, or the safety poll. A claimed step whose params read no
+expression starts without another query. Finished attempts are settled in batches: one
+transaction ends every attempt that finished meanwhile and advances their executions, by at
+most SETTLERS batches at once.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -137,13 +138,15 @@ class StepWorker:
 
     async def _claim(self) -> bool:
         """Claim what this worker has room for; True when it may find more at once."""
-        free = self.slots - len(self.held)
-        if free <= 0:
-            return False
+        # Starting an execution takes no slot (it creates its first steps, for any worker to
+        # claim), so a full worker starts them too: a start never waits for a slot to free.
         if self.starting is None:
             self.starting = self._on(self.starts, orchestrator.executions_start, EXECUTION_BATCH)
             self.starting.add_done_callback(self._started)
             self._background(self.starting)
+        free = self.slots - len(self.held)
+        if free <= 0:
+            return False
         claims = await self._on(self.claims, _steps_claim, self.owner, free)
         for claim in claims:
             held = self.held[claim.id] = _Held(claim)
