@@ -1,23 +1,40 @@
-"""`GET /api/v1/queues`: the team's limit and live counts, per workflow."""
+"""`GET /api/v1/queues`: the team's limit and live counts, per workflow, with its busiest keys."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import TeamApi
-from executions.selectors import team_queues
+from executions.selectors import WorkflowQueue, team_busiest_keys, team_queues
 
 
-class WorkflowQueueOutput(serializers.Serializer):
-    name = serializers.CharField()
-    max_parallel_executions = serializers.IntegerField()
-    on_limit = serializers.CharField()
+class KeyQueueOutput(serializers.Serializer):
+    key = serializers.CharField()
     running = serializers.IntegerField()
     queued = serializers.IntegerField()
     oldest_queued_at = serializers.DateTimeField(allow_null=True)
+
+
+class WorkflowQueueOutput(serializers.Serializer):
+    """context["keys"]: team_busiest_keys."""
+
+    name = serializers.CharField()
+    max_parallel_executions = serializers.IntegerField()
+    on_limit = serializers.CharField()
+    max_parallel_per_key = serializers.IntegerField()
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    oldest_queued_at = serializers.DateTimeField(allow_null=True)
+    busiest_keys = serializers.SerializerMethodField()
+
+    @extend_schema_field(KeyQueueOutput(many=True))
+    def get_busiest_keys(self, workflow: WorkflowQueue) -> Any:
+        return KeyQueueOutput(self.context["keys"].get(workflow.id, []), many=True).data
 
 
 class QueuesApi(TeamApi):
@@ -30,4 +47,5 @@ class QueuesApi(TeamApi):
 
     @extend_schema(operation_id="get_queues", responses={200: QueuesOutput})
     def get(self, request: Request) -> Response:
-        return Response(self.QueuesOutput(team_queues(team=self.team)).data)
+        keys = team_busiest_keys(team=self.team)
+        return Response(self.QueuesOutput(team_queues(team=self.team), context={"keys": keys}).data)

@@ -109,6 +109,7 @@ class WorkflowQueue:
     name: str
     max_parallel_executions: int
     on_limit: str
+    max_parallel_per_key: int
     running: int
     queued: int
     oldest_queued_at: datetime | None
@@ -145,3 +146,21 @@ def teams_queues(*, teams: Iterable[Team]) -> list[TeamQueues]:
         )
         for team in teams
     ]
+
+
+@dataclass(frozen=True)
+class KeyQueue:
+    key: str
+    queued: int
+    running: int
+    oldest_queued_at: datetime | None
+
+
+def team_busiest_keys(*, team: Team) -> dict[int, list[KeyQueue]]:
+    """Per workflow id of the team, its 20 keys with the longest queues, longest first."""
+    keys: dict[int, list[KeyQueue]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(queries["busiest_keys"], {"team_id": team.id})
+        for workflow_id, *row in cursor.fetchall():
+            keys[workflow_id].append(KeyQueue(*row))
+    return keys

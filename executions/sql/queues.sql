@@ -20,7 +20,7 @@ SELECT q.id, ({queue_position:q}) FROM executions_execution q
 -- name: workflow_queues
 -- One row per workflow of the teams: its current limits and its live counts. Slot holders
 -- (pending + running) are what the limits count, so they are reported as `running`.
-SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
+SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_parallel_per_key,
        count(e.id) FILTER (WHERE e.status IN {slot_holding}),
        count(e.id) FILTER (WHERE e.status = 'queued'),
        min(e.created_at) FILTER (WHERE e.status = 'queued')
@@ -29,8 +29,26 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
   LEFT JOIN executions_execution e
     ON e.workflow_id = w.id AND e.status IN {live}
  WHERE w.team_id = ANY(%(team_ids)s)
- GROUP BY w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit
+ GROUP BY w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
+          v.max_parallel_per_key
  ORDER BY w.name
+
+-- name: busiest_keys
+-- Per workflow of the team, its 20 keys with the longest queues (keyed executions only): their
+-- queue, slot holders and oldest queued time.
+SELECT workflow_id, key, queued, running, oldest_queued_at FROM (
+    SELECT e.workflow_id, e.concurrency_key AS key,
+           count(*) FILTER (WHERE e.status = 'queued') AS queued,
+           count(*) FILTER (WHERE e.status IN {slot_holding}) AS running,
+           min(e.created_at) FILTER (WHERE e.status = 'queued') AS oldest_queued_at,
+           row_number() OVER (PARTITION BY e.workflow_id
+                              ORDER BY count(*) FILTER (WHERE e.status = 'queued') DESC,
+                                       e.concurrency_key) AS rank
+      FROM executions_execution e
+     WHERE e.team_id = %(team_id)s AND e.status IN {live} AND e.concurrency_key <> ''
+     GROUP BY e.workflow_id, e.concurrency_key) AS busiest
+ WHERE rank <= 20
+ ORDER BY workflow_id, rank
 
 -- name: live_counts
 -- The gauges of a scrape from one snapshot: queue depth and slot holders of every workflow

@@ -109,3 +109,21 @@ def test_a_full_queue_is_429_queue_full(api, team, make_workflow):
         "limit": 1,
     }
     assert Execution.objects.count() == 2
+
+
+def test_the_queues_list_each_workflows_busiest_keys(api, team, make_workflow):
+    make_workflow(team, extra=KEYED)
+    for customer in ["a", "a", "b", "b", "b", "c"]:
+        run(api, customer)
+    (workflow,) = api.get("/api/v1/queues").json()["workflows"]
+    assert workflow["max_parallel_per_key"] == 1
+    keys = [
+        {k: v for k, v in key.items() if k != "oldest_queued_at"}
+        for key in workflow["busiest_keys"]
+    ]
+    assert keys == [
+        {"key": "b", "running": 1, "queued": 2},
+        {"key": "a", "running": 1, "queued": 1},
+        {"key": "c", "running": 1, "queued": 0},
+    ]
+    assert workflow["busiest_keys"][2]["oldest_queued_at"] is None
