@@ -44,6 +44,28 @@ class WorkflowFilter(admin.RelatedFieldListFilter):
         return [(w.pk, str(w)) for w in workflows]
 
 
+class KeyFilter(admin.SimpleListFilter):
+    """By concurrency key: any value in the URL (?key=acme); the choices are the 20 keys with
+    the most live executions, not every key ever seen."""
+
+    title = "concurrency key"
+    parameter_name = "key"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        busiest = (
+            Execution.objects.filter(status__in=[Status.QUEUED, *SLOT_HOLDING])
+            .exclude(concurrency_key="")
+            .values_list("concurrency_key")
+            .annotate(live=Count("*"))
+            .order_by("-live", "concurrency_key")[:20]
+        )
+        return [(key, key) for key, _ in busiest]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Execution]) -> QuerySet[Execution]:
+        value = self.value()
+        return queryset if value is None else queryset.filter(concurrency_key=value)
+
+
 @admin.register(Execution)
 class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
@@ -52,12 +74,14 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "workflow_name",
         "status",
         "blocked_by",
+        "concurrency_key",
+        "priority",
         "forced",
         "created_at",
         "started_at",
         "completed_at",
     ]
-    list_filter = ["status", "team", ("workflow", WorkflowFilter)]
+    list_filter = ["status", "team", ("workflow", WorkflowFilter), KeyFilter]
     list_select_related = ["team", "workflow"]
     date_hierarchy = "created_at"
     show_full_result_count = False
@@ -72,6 +96,8 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "version",
         "status",
         "blocked_by",
+        "concurrency_key",
+        "priority",
         "forced",
         "inputs",
         "trigger",

@@ -71,3 +71,14 @@ def test_the_cancel_action_cancels_through_the_lifecycle_and_promotes(
         )
     assert Execution.objects.get(id=holder.id).status == Status.CANCELLED
     assert Execution.objects.get(id=waiting.id).status == Status.PENDING
+
+
+def test_the_execution_list_filters_by_concurrency_key(admin_client, team, make_workflow):
+    extra = 'inputs:\n  customer: {type: string}\nconcurrency_key: "{{ inputs.customer }}"\n'
+    workflow = make_workflow(team, extra=extra)
+    for customer in ("acme", "acme", "globex"):
+        execution_admit(team=team, workflow=workflow, inputs={"customer": customer})
+    url = reverse("admin:executions_execution_changelist")
+    response = admin_client.get(url, {"key": "acme"})
+    assert [e.concurrency_key for e in response.context["cl"].result_list] == ["acme", "acme"]
+    assert b"globex" in admin_client.get(url).content  # a choice of the filter
