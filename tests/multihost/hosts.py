@@ -204,10 +204,12 @@ class DatabaseHost:
         return self.query(LISTENERS_SQL)[0][0]
 
     def close(self) -> None:
-        self.pgbouncer.stop()
-        stop(self.redis)
-        stop(self.postgres)
-        shutil.rmtree(self.directory, ignore_errors=True)
+        try:
+            self.pgbouncer.stop()
+            stop(self.redis)
+            stop(self.postgres)
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class AppHost:
