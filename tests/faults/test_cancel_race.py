@@ -151,13 +151,13 @@ def test_without_the_conditional_promotion_the_race_promotes_cancelled_execution
     re-checking `status = 'queued'` promotes executions cancelled after it read the queue."""
     promote = queries["promote"].replace("AND status = 'queued'", "")
     monkeypatch.setitem(queries, "promote", promote)
-    oldest_first = promotion._oldest_first
+    fair_heads = promotion._fair_heads
 
-    def slow_oldest_first(*args: object) -> list:  # widens the window between read and update
-        chosen = oldest_first(*args)
+    def slow_fair_heads(*args: object) -> list:  # widens the window between read and update
+        chosen = fair_heads(*args)
         time.sleep(JITTER)
         return chosen
 
-    monkeypatch.setattr(promotion, "_oldest_first", slow_oldest_first)
+    monkeypatch.setattr(promotion, "_fair_heads", slow_fair_heads)
     result = race(team, make_workflow, 40)
     assert result.violations, result.outcomes
