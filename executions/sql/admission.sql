@@ -7,19 +7,25 @@
 -- The live state a newcomer is judged against: limits, slot holders, and the FIFO queues ahead:
 -- what waits for a team slot, for a slot of the workflow, and the newcomer's own key's queue
 -- (unkeyed executions share the key '', so for them that is the workflow's whole queue).
+-- A count of slot holders is only compared with its limit, so it reads at most that many rows,
+-- and none without a limit (LIMIT 0): unbounded, every admission read every live execution
+-- of its team twice, and the dead index entries that finished ones leave until vacuum.
 SELECT t.max_concurrent_executions,
        v.max_parallel_executions,
        v.on_limit,
        v.max_parallel_per_key,
        v.max_queued,
-       (SELECT count(*) FROM executions_execution e
-         WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}),
-       (SELECT count(*) FROM executions_execution e
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
+         LIMIT coalesce(t.max_concurrent_executions, %(default_team_limit)s)) AS holders),
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.team_id = %(team_id)s AND e.workflow_id = %(workflow_id)s
-           AND e.status IN {slot_holding}),
-       (SELECT count(*) FROM executions_execution e
-         WHERE v.max_parallel_per_key > 0 AND e.workflow_id = %(workflow_id)s
-           AND e.concurrency_key = %(concurrency_key)s AND e.status IN {slot_holding}),
+           AND e.status IN {slot_holding}
+         LIMIT v.max_parallel_executions) AS holders),
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
+           AND e.status IN {slot_holding}
+         LIMIT v.max_parallel_per_key) AS holders),
        EXISTS (SELECT 1 FROM executions_execution e
          WHERE e.workflow_id = %(workflow_id)s AND e.status = 'queued'
            AND e.blocked_by = 'workflow'),

@@ -1,0 +1,168 @@
+"""Admission counts slot holders only up to their limit (issue 10): a count is compared with
+its limit alone, so it reads at most that many rows, and none when there is no limit. Unbounded,
+every admission of an unlimited team read each live execution of the team twice (and the dead
+index entries that finished ones leave until vacuum).
+
+The function is frozen here as rendered from executions/sql/ when this migration was written
+(tests/structure/test_migrations.py checks it is what executions/sql builds now).
+"""
+
+import importlib
+
+from django.db import migrations
+
+PREVIOUS = importlib.import_module("executions.migrations.0010_bounds")
+
+ADMIT_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION mantle_admit(
+    _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
+    _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
+    _priority int, _default_team_limit int, _team_namespace int, _workflow_namespace int, _key_namespace int,
+    _key_lock int, _lock_timeout text)
+RETURNS TABLE(outcome text, scope text, scope_limit int, admitted_at timestamptz,
+              queue_position bigint, superseded uuid)
+LANGUAGE plpgsql VOLATILE AS $admit$
+DECLARE
+    _team_limit int;
+    _workflow_limit int;
+    _on_limit text;
+    _key_limit int;
+    _max_queued int;
+    _queue_full boolean;
+    _team_holders bigint;
+    _workflow_holders bigint;
+    _key_holders bigint;
+    _workflow_has_blocked_queue boolean;
+    _key_has_queue boolean;
+    _team_has_blocked_queue boolean;
+    _status text := 'pending';
+    _blocked_by text;
+    _created_at timestamptz;
+    _superseded uuid;
+BEGIN
+    PERFORM pg_advisory_xact_lock(_team_namespace, _team_id::int),
+       pg_advisory_xact_lock(_workflow_namespace, _workflow_id::int),
+       pg_advisory_xact_lock(_key_namespace, _key_lock)
+  FROM (SELECT set_config('lock_timeout', _lock_timeout, true)) AS bounded;
+    IF NOT _forced THEN
+        SELECT t.max_concurrent_executions,
+       v.max_parallel_executions,
+       v.on_limit,
+       v.max_parallel_per_key,
+       v.max_queued,
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.team_id = _team_id AND e.status IN ('pending', 'running')
+         LIMIT coalesce(t.max_concurrent_executions, _default_team_limit)) AS holders),
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.team_id = _team_id AND e.workflow_id = _workflow_id
+           AND e.status IN ('pending', 'running')
+         LIMIT v.max_parallel_executions) AS holders),
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
+           AND e.status IN ('pending', 'running')
+         LIMIT v.max_parallel_per_key) AS holders),
+       EXISTS (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = _workflow_id AND e.status = 'queued'
+           AND e.blocked_by = 'workflow'),
+       EXISTS (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
+           AND e.status = 'queued'),
+       EXISTS (SELECT 1 FROM executions_execution e
+         WHERE e.team_id = _team_id AND e.status = 'queued' AND e.blocked_by = 'team')
+  FROM teams_team t, workflows_workflowdefinition w
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE t.id = _team_id AND w.id = _workflow_id
+          INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _team_holders,
+               _workflow_holders, _key_holders, _workflow_has_blocked_queue, _key_has_queue,
+               _team_has_blocked_queue;
+        _team_limit := coalesce(_team_limit, _default_team_limit);
+        IF _team_has_blocked_queue OR (_team_limit > 0 AND _team_holders >= _team_limit) THEN
+            _blocked_by := 'team';
+        ELSIF _key_limit > 0 AND _key_holders >= _key_limit THEN
+            _blocked_by := 'key';
+        ELSIF _workflow_has_blocked_queue
+              OR (_workflow_limit > 0 AND _workflow_holders >= _workflow_limit) THEN
+            _blocked_by := 'workflow';
+        ELSIF _key_has_queue THEN
+            -- Its key's queue, not yet promoted into the slot a completion just freed.
+            _blocked_by := CASE WHEN _concurrency_key = '' THEN 'workflow' ELSE 'key' END;
+        END IF;
+        IF _blocked_by IS NOT NULL AND _on_limit = 'reject' THEN
+            RETURN QUERY SELECT 'rejected', _blocked_by,
+                CASE _blocked_by WHEN 'team' THEN _team_limit WHEN 'key' THEN _key_limit
+                                 ELSE _workflow_limit END,
+                NULL::timestamptz, NULL::bigint, NULL::uuid;
+            RETURN;
+        END IF;
+        -- The strategies name the execution the newcomer supersedes; the caller ends it through
+        -- the one terminal transition, in this transaction, under these locks, so no observer
+        -- sees both or neither (services/admission.py).
+        IF _blocked_by IN ('key', 'workflow') AND _on_limit = 'cancel_running' THEN
+            -- The oldest slot holder of its key (of its workflow when unkeyed) makes room.
+            -- None left of a full key: the one counted ended since, and under these locks slot
+            -- holders can only leave, so the newcomer fits.
+            SELECT e.id FROM executions_execution e
+ WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
+   AND e.status IN ('pending', 'running')
+ ORDER BY e.created_at, e.id
+ LIMIT 1 INTO _superseded;
+            IF _superseded IS NOT NULL OR _blocked_by = 'key' THEN
+                _blocked_by := NULL;
+            END IF;
+        ELSIF _blocked_by IS NOT NULL AND _on_limit = 'keep_latest' THEN
+            -- At most one queued per key: the newcomer takes the place of the queued one.
+            SELECT e.id FROM executions_execution e
+ WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
+   AND e.status = 'queued'
+ ORDER BY e.created_at DESC, e.id DESC
+ LIMIT 1 INTO _superseded;
+        END IF;
+        IF _blocked_by IS NOT NULL AND _max_queued > 0 THEN
+            SELECT count(*) - (_superseded IS NOT NULL)::int >= _max_queued
+  FROM (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
+           AND e.status = 'queued'
+         LIMIT _max_queued + 1) AS queued INTO _queue_full;
+            IF _queue_full THEN
+                RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::timestamptz,
+                    NULL::bigint, NULL::uuid;
+                RETURN;
+            END IF;
+        END IF;
+        IF _blocked_by IS NOT NULL THEN
+            _status := 'queued';
+        END IF;
+    END IF;
+    -- After the locks (not the calling statement's start): inserts under the lock are in
+    -- created_at order.
+    _created_at := clock_timestamp();
+    INSERT INTO executions_execution
+       (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
+        idempotency_key, concurrency_key, priority, error, created_at, queued_at)
+VALUES (_id, _team_id, _workflow_id, _version_id, _status,
+        _inputs, _trigger, _forced, _blocked_by, _idempotency_key,
+        _concurrency_key, _priority, '', _created_at,
+        CASE WHEN _status = 'queued' THEN _created_at END);
+    IF _status = 'pending' THEN
+        RETURN QUERY SELECT _status, NULL::text, NULL::int, _created_at, NULL::bigint,
+            _superseded;
+    ELSE
+        RETURN QUERY SELECT _status, _blocked_by, NULL::int, _created_at,
+            -- Its place once the superseded one (older: ahead unless of lower priority) is gone.
+            (SELECT count(*) FROM executions_execution e
+ WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
+   AND e.status = 'queued'
+   AND (e.priority > _priority
+        OR e.priority = _priority AND (e.created_at, e.id) <= (_created_at, _id))) - (SELECT count(*) FROM executions_execution v
+                                   WHERE v.id = _superseded AND v.priority >= _priority),
+            _superseded;
+    END IF;
+END
+$admit$
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("executions", "0010_bounds")]
+
+    operations = [migrations.RunSQL(sql=ADMIT_FUNCTION, reverse_sql=PREVIOUS.ADMIT_FUNCTION)]
