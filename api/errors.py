@@ -24,6 +24,7 @@ from core import locks
 from executions.services.admission import QUEUE_FULL, ConcurrencyLimitExceeded
 from executions.services.idempotency import IdempotencyKeyReused
 from executions.services.lifecycle import ExecutionBusy, NotCancellable
+from executions.services.named_limits import NamedLimitInUse
 from workflows.schema import InvalidInputs, WorkflowInvalid
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,12 @@ def _translate(exc: Exception) -> ApiError | None:
     """The services' exceptions as API errors."""
     if isinstance(exc, ConcurrencyLimitExceeded):
         code = QUEUE_FULL if exc.scope == QUEUE_FULL else "concurrency_limit"
-        return ApiError(429, code, str(exc), scope=exc.scope, limit=exc.limit)
+        named = {} if exc.name is None else {"name": exc.name}
+        return ApiError(429, code, str(exc), scope=exc.scope, limit=exc.limit, **named)
+    if isinstance(exc, NamedLimitInUse):
+        return ApiError(
+            409, "limit_in_use", str(exc), workflows=exc.workflows, executions=exc.executions
+        )
     if isinstance(exc, InvalidInputs):
         return ApiError(400, "invalid_inputs", str(exc), errors=exc.errors)
     if isinstance(exc, WorkflowInvalid):

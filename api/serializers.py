@@ -104,3 +104,4 @@ class ErrorOutput(serializers.Serializer):
 class ConcurrencyLimitOutput(ErrorOutput):
     scope = serializers.ChoiceField(choices=[*BlockedBy.choices, ("queue_full", "Queue full")])
     limit = serializers.IntegerField()
+    name = serializers.CharField(required=False, help_text='the named limit, scope "limit"')

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from api import executions, health, hooks, queues, workflows
+from api import executions, health, hooks, limits, queues, workflows
 
 api_v1 = [
     path("run/<str:workflow>", executions.RunApi.as_view(), name="run"),
@@ -26,6 +26,8 @@ api_v1 = [
     path("workflows", workflows.WorkflowListApi.as_view(), name="workflow-list"),
     path("workflows/<str:name>", workflows.WorkflowApi.as_view(), name="workflow-detail"),
     path("queues", queues.QueuesApi.as_view(), name="queues"),
+    path("limits", limits.LimitListApi.as_view(), name="limit-list"),
+    path("limits/<str:name>", limits.LimitApi.as_view(), name="limit-detail"),
 ]
 
 urlpatterns = [

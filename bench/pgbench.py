@@ -2,7 +2,8 @@
 
 Mantle admits with one call of the PL/pgSQL function `mantle_admit`
 (executions/sql/mantle_admit.sql). The reference runs the same statements the function is built
-from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_LOCKS; the named queries
+from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_TEAM_LOCK and
+ADMISSION_FLOW_LOCKS (the reference workflow names no limit); the named queries
 admission_state and admission_insert, then queue_position when queued; END. The values are the
 arguments of a real `execution_admit()` call (captured), so they cannot drift either. The team,
 workflow and version become pgbench variables; a new execution id becomes gen_random_uuid(), the
@@ -75,8 +76,15 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
         "status": admitted.status,
         "blocked_by": admitted.blocked_by,
         "created_at": CLOCK,
+        "named_limits": [],
+        "blocked_by_limit": None,
     }
-    statements = [locks.ADMISSION_LOCKS, queries["admission_state"], queries["admission_insert"]]
+    statements = [
+        locks.ADMISSION_TEAM_LOCK,
+        locks.ADMISSION_FLOW_LOCKS,
+        queries["admission_state"],
+        queries["admission_insert"],
+    ]
     if admitted.status != "pending":
         statements.append(queries["queue_position"])
     return [(statement, params) for statement in statements]

@@ -5,13 +5,14 @@ transaction pooler cannot carry).
 Every lock but `session_lock` (the engine clock's) is
 transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
 the two-int form `(namespace, primary key)` so keys never collide across kinds.
-Lock order is team → workflow (workflows in id order) → key, always (named limits, by name,
-will come between team and workflow); anything else can deadlock.
+Lock order is team → named limits (by name) → workflow (workflows in id order) → key, always;
+anything else can deadlock.
 
-The one exception to "inside transaction.atomic()": admission's ADMISSION_LOCKS, the first
-statement of the PL/pgSQL function `mantle_admit` (executions/sql/), called with the
-namespaces below. Called outside a transaction, the function's statement is its transaction:
-the locks are released by its commit, with no Python in between.
+The one exception to "inside transaction.atomic()": admission's ADMISSION_TEAM_LOCK,
+ADMISSION_LIMIT_LOCK and ADMISSION_FLOW_LOCKS, statements of the PL/pgSQL function
+`mantle_admit` (executions/sql/), called with the namespaces below. Called outside a
+transaction, the function's statement is its transaction: the locks are released by its commit,
+with no Python in between.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Namespace(IntEnum):
     WEBHOOK_PATHS = 5
     ENGINE_TICKER = 6
     KEY = 7
+    NAMED_LIMIT = 8
 
 
 def _require_transaction() -> None:
@@ -59,14 +61,21 @@ SELECT pg_advisory_xact_lock(%s::int, %s::int)
   FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
 """
 
-# lock_team, lock_workflows([workflow_id]) and the key's lock in one statement, in that order (a
-# target list is evaluated left to right, after the volatile subquery): mantle_admit's locks.
-# An unkeyed admission passes key_lock NULL: pg_advisory_xact_lock is strict, so no key is locked.
-ADMISSION_LOCKS = """
-SELECT pg_advisory_xact_lock(%(team_namespace)s, %(team_id)s::int),
-       pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int),
-       pg_advisory_xact_lock(%(key_namespace)s, %(key_lock)s)
+# mantle_admit's locks, in lock order: lock_team's (with lock_timeout, set by the volatile
+# subquery before the lock is requested), then each named limit of the workflow in name order
+# (lock_named_limits'), then lock_workflows([workflow_id])'s and the key's in one statement (a
+# target list is evaluated left to right). An unkeyed admission passes key_lock NULL:
+# pg_advisory_xact_lock is strict, so no key is locked.
+ADMISSION_TEAM_LOCK = """
+SELECT pg_advisory_xact_lock(%(team_namespace)s, %(team_id)s::int)
   FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS bounded
+"""
+ADMISSION_LIMIT_LOCK = """
+SELECT pg_advisory_xact_lock(%(limit_namespace)s, %(limit_id)s::int)
+"""
+ADMISSION_FLOW_LOCKS = """
+SELECT pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int),
+       pg_advisory_xact_lock(%(key_namespace)s, %(key_lock)s)
 """
 
 
@@ -102,6 +111,13 @@ def bound_lock_waits() -> None:
     _require_transaction()
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{LOCK_TIMEOUT_MS}ms"])
+
+
+def lock_named_limits(limit_ids_by_name: Iterable[int]) -> None:
+    """Lock named limits (after their team's lock, before any workflow's), given in the order
+    of their names: the order admission takes them in."""
+    for limit_id in limit_ids_by_name:
+        _lock(Namespace.NAMED_LIMIT, limit_id)
 
 
 def lock_workflows(workflow_ids: Iterable[int]) -> None:

@@ -1,7 +1,8 @@
 """Gauges of CONTRACT §7 computed from the database at scrape time, so they always equal it.
 
-One statement reads both gauges: the queue depth and the running count of a scrape come from
-one snapshot. Every workflow with a current version gets a series, 0 included.
+One statement reads both per-workflow gauges: the queue depth and the running count of a scrape
+come from one snapshot. Every workflow with a current version gets a series, 0 included, and
+every named limit a series of its slots in use.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from django.db import DatabaseError, connection
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from executions.selectors import named_limit_usage
 from executions.sql import queries
 
 logger = logging.getLogger(__name__)
 
 
-def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
     labels = ["team", "workflow"]
     return (
         GaugeMetricFamily(
@@ -29,6 +31,11 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
             "Executions holding a slot (pending or running), as the limits count them.",
             labels=labels,
         ),
+        GaugeMetricFamily(
+            "mantle_limit_slots_in_use",
+            "Slots of a named limit held (pending or running executions that list it).",
+            labels=["team", "limit"],
+        ),
     )
 
 
@@ -37,11 +44,12 @@ class LiveExecutionsCollector(Collector):
         yield from _families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        queued, running = _families()
+        queued, running, limit_slots = _families()
         try:
             with connection.cursor() as cursor:
                 cursor.execute(queries["live_counts"])
                 rows = cursor.fetchall()
+            limits = named_limit_usage()
         except DatabaseError as exc:
             # The counters are still worth a scrape; absent gauges say "unknown", not 0.
             logger.warning("metrics: database unavailable, gauges skipped: %s", exc)
@@ -49,5 +57,8 @@ class LiveExecutionsCollector(Collector):
         for team, workflow, queued_count, running_count in rows:
             queued.add_metric([team, workflow], queued_count)
             running.add_metric([team, workflow], running_count)
+        for limit in limits:
+            limit_slots.add_metric([limit.team, limit.name], limit.in_use)
         yield queued
         yield running
+        yield limit_slots

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -21,6 +23,7 @@ class Status(models.TextChoices):
 
 
 SLOT_HOLDING = (Status.PENDING, Status.RUNNING)
+LIVE = (Status.QUEUED, *SLOT_HOLDING)
 TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
 
 
@@ -28,6 +31,7 @@ class BlockedBy(models.TextChoices):
     TEAM = "team"
     WORKFLOW = "workflow"
     KEY = "key"
+    LIMIT = "limit"
 
 
 class Execution(models.Model):
@@ -42,6 +46,11 @@ class Execution(models.Model):
     trigger = models.JSONField(default=dict)
     forced = models.BooleanField(default=False)
     blocked_by = models.CharField(max_length=8, choices=BlockedBy.choices, null=True, blank=True)
+    # The named limit that blocks it, by name, when blocked_by is "limit".
+    blocked_by_limit = models.CharField(max_length=63, null=True, blank=True)
+    # The ids of the team's named limits it holds a slot of while pending or running, resolved
+    # from its workflow's `limits:` by admission under the locks.
+    named_limits = ArrayField(models.BigIntegerField(), db_default=[], blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
     # The value of the workflow's concurrency_key, evaluated once at admission; "" when the
     # workflow has none (workflows.flow).
@@ -72,6 +81,12 @@ class Execution(models.Model):
                 name="execution_key_holders",
                 condition=Q(status__in=SLOT_HOLDING),
             ),
+            # Slot holders of one named limit: counted by admission and promotion.
+            GinIndex(
+                fields=["named_limits"],
+                name="execution_limit_holders",
+                condition=Q(status__in=SLOT_HOLDING),
+            ),
             # The queue in FIFO order, per team; per key of a workflow (unkeyed executions share
             # the key "") in promotion order: a key's head, its positions, the workflow's queue.
             models.Index(
@@ -95,6 +110,11 @@ class Execution(models.Model):
                 fields=["workflow"],
                 name="execution_workflow_blocked",
                 condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.WORKFLOW),
+            ),
+            models.Index(
+                fields=["team", "blocked_by_limit"],
+                name="execution_limit_blocked",
+                condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.LIMIT),
             ),
             # The latest promotion of each key: fair promotion serves the least recent first.
             models.Index(

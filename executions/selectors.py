@@ -16,6 +16,22 @@ from executions.sql import queries
 from teams.models import Team
 
 
+@dataclass(frozen=True)
+class NamedLimitUsage:
+    team: str
+    name: str
+    max: int  # 0: unlimited
+    in_use: int  # slot holders, across every workflow that lists it
+    queued: int  # executions queued waiting for it (blocked_by "limit")
+
+
+def named_limit_usage(*, team: Team | None = None) -> list[NamedLimitUsage]:
+    """The named limits of the team (None: of every team) with their live use, by name."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["named_limit_usage"], {"team_id": None if team is None else team.id})
+        return [NamedLimitUsage(*row) for row in cursor.fetchall()]
+
+
 def execution_queue_positions(*, executions: Iterable[Execution]) -> dict[uuid.UUID, int]:
     """The 1-based place of each queued one of `executions` in its workflow's FIFO queue; the
     others have none. One query."""

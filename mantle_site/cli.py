@@ -10,6 +10,7 @@ COMMANDS = {
     "apply": "mantle_apply",
     "validate": "mantle_validate",
     "teams": "mantle_teams",
+    "limits": "mantle_limits",
     "keys": "mantle_keys",
     "status": "mantle_status",
     "cancel": "mantle_cancel",

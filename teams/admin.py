@@ -10,8 +10,8 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from teams.models import ApiKey, Team
-from teams.services import api_key_create, api_key_revoke, team_set_limit
+from teams.models import ApiKey, NamedLimit, Team
+from teams.services import api_key_create, api_key_revoke, named_limit_set, team_set_limit
 
 
 @admin.register(Team)
@@ -44,6 +44,33 @@ class TeamAdmin(admin.ModelAdmin):
         if "max_concurrent_executions" in form.changed_data:
             # Through the service, so a raised limit promotes queued executions on commit.
             team_set_limit(team=obj, max_concurrent_executions=obj.max_concurrent_executions)
+
+
+@admin.register(NamedLimit)
+class NamedLimitAdmin(admin.ModelAdmin):
+    """Named limits, their max editable in the list. Deleting one is refused while it is in use,
+    a check of workflows and executions (`mantle limits delete`, `DELETE /api/v1/limits/<name>`),
+    so the admin does not delete."""
+
+    list_display = ["name", "team", "max"]
+    list_editable = ["max"]
+    list_filter = ["team"]
+    list_select_related = ["team"]
+    search_fields = ["name", "team__slug"]
+    fields = ["team", "name", "max"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: NamedLimit | None = None) -> list[str]:
+        return ["team", "name"] if obj else []
+
+    def save_model(
+        self, request: HttpRequest, obj: NamedLimit, form: ModelForm, change: bool
+    ) -> None:
+        # Through the service: under the team's lock, and a raised max promotes on commit.
+        saved, _ = named_limit_set(team=obj.team, name=obj.name, max=obj.max)
+        obj.__dict__.update(saved.__dict__)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(ApiKey)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 
@@ -35,6 +35,32 @@ def effective_team_limit(override: int | None) -> int:
     if override is not None:
         return override
     return settings.MANTLE.engine.max_concurrent_executions_per_team
+
+
+# A named limit's name, as workflows list it under `limits:`.
+NAMED_LIMIT_NAME = r"[a-z][a-z0-9_-]*"
+
+
+class NamedLimit(models.Model):
+    """A limit of one team that workflows share (CONTRACT §9): every execution of a workflow
+    that lists it under `limits:` holds one of its slots while pending or running. Held slots
+    are counted from executions' rows (Execution.named_limits), never kept here."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="named_limits")
+    name = models.CharField(
+        max_length=63,
+        validators=[RegexValidator(f"^{NAMED_LIMIT_NAME}$", "lower case: ^[a-z][a-z0-9_-]*$")],
+    )
+    max = models.PositiveIntegerField(help_text="0: unlimited.")
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="named_limit_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}/{self.name}"
 
 
 class ApiKey(models.Model):

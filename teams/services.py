@@ -1,4 +1,5 @@
-"""Writes to teams: create, change the concurrency limit, issue and revoke API keys."""
+"""Writes to teams: create, change the concurrency limit, set named limits, issue and revoke API
+keys. (Deleting a named limit checks what uses it: executions.services.named_limits.)"""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from teams.models import ApiKey, Team
+from core import locks
+from teams.models import ApiKey, NamedLimit, Team
 from teams.signals import limit_loosened, loosens
 
 
@@ -29,6 +31,24 @@ def team_set_limit(*, team: Team, max_concurrent_executions: int | None) -> Team
         if loosens(before, team.effective_limit):
             limit_loosened.send(sender=Team, team_id=team.id)
     return team
+
+
+def named_limit_set(*, team: Team, name: str, max: int) -> tuple[NamedLimit, bool]:
+    """Create or change the team's named limit (0: unlimited); returns it and whether it was
+    created. Under the team's lock, which admission holds while it reads the team's named limits.
+    A looser limit promotes what now fits. Raises ValidationError on a bad name or max."""
+    with transaction.atomic():
+        locks.lock_team(team.id)
+        limit = NamedLimit.objects.filter(team=team, name=name).first()
+        created = limit is None
+        before = 0 if limit is None else limit.max
+        limit = limit or NamedLimit(team=team, name=name)
+        limit.max = max
+        limit.full_clean()
+        limit.save()
+        if not created and loosens(before, max):
+            limit_loosened.send(sender=NamedLimit, team_id=team.id)
+    return limit, created
 
 
 def api_key_create(*, team: Team, name: str = "") -> tuple[ApiKey, str]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from teams.models import Team
@@ -55,6 +56,8 @@ class WorkflowVersion(models.Model):
     max_parallel_per_key = models.PositiveIntegerField(default=0)
     # Queued executions of the workflow (of one key when keyed); 0 = unbounded.
     max_queued = models.PositiveIntegerField(default=0)
+    # The team's named limits its executions hold a slot of (`limits:`), by name.
+    limits = ArrayField(models.CharField(max_length=63), default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from core import locks
 from teams.models import Team
+from teams.selectors import named_limit_names
 from teams.signals import limit_loosened, loosens
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
@@ -28,8 +29,10 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
 
     Raises workflows.schema.WorkflowInvalid (nothing written). `name`, when given (the API path),
     must match the document's name. A version whose limits are looser promotes what now fits.
+    Every named limit it lists must exist in the team (checked again under the team's lock,
+    which deleting a named limit takes).
     """
-    spec = parse_workflow(content)
+    spec = parse_workflow(content, limit_names=named_limit_names(team=team))
     if name is not None and spec.name != name:
         message = f"must be {name!r}, the name in the request path (got {spec.name!r})"
         raise WorkflowInvalid([SchemaError(path="name", message=message, line=None)])
@@ -43,6 +46,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         current = workflow.current_version
         if current is not None and current.content_hash == content_hash:
             return Applied(workflow=workflow, version=current, created=False, changed=False)
+        _check_named_limits_exist(spec, team)
         _check_webhook_paths_free(spec, workflow)
         version = WorkflowVersion.objects.create(
             workflow=workflow,
@@ -54,6 +58,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             on_limit=spec.on_limit,
             max_parallel_per_key=spec.max_parallel_per_key,
             max_queued=spec.max_queued,
+            limits=list(spec.limits),
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])
@@ -64,6 +69,18 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         ):
             limit_loosened.send(sender=WorkflowVersion, team_id=team.id)
     return Applied(workflow=workflow, version=version, created=created, changed=True)
+
+
+def _check_named_limits_exist(spec: WorkflowSpec, team: Team) -> None:
+    """A named limit deleted since the document was validated (under the team's lock now)."""
+    known = named_limit_names(team=team)
+    errors = [
+        SchemaError(path=f"limits[{i}]", message=f"unknown named limit {name!r}", line=None)
+        for i, name in enumerate(spec.limits)
+        if name not in known
+    ]
+    if errors:
+        raise WorkflowInvalid(errors)
 
 
 def _check_webhook_paths_free(spec: WorkflowSpec, workflow: WorkflowDefinition) -> None:

@@ -36,11 +36,14 @@ class ConcurrencyLimitExceeded(Exception):
     """The workflow rejects when full (`on_limit: reject`) and a limit is reached, or its queue
     is full (`max_queued`, scope QUEUE_FULL)."""
 
-    def __init__(self, *, scope: str, limit: int) -> None:
+    def __init__(self, *, scope: str, limit: int, name: str | None = None) -> None:
         self.scope = scope
         self.limit = limit
+        self.name = name  # the named limit's, when the scope is "limit"
         if scope == QUEUE_FULL:
             super().__init__(f"the queue is full ({limit} queued, max_queued)")
+        elif name is not None:
+            super().__init__(f"{scope} {name!r} concurrency limit of {limit} reached")
         else:
             super().__init__(f"{scope} concurrency limit of {limit} reached")
 
@@ -68,8 +71,13 @@ class Admission:
 
 
 def blocked_by_name(execution: Execution) -> str | None:
-    """What blocks a queued execution, by name: its key's value when its key is full."""
-    return execution.concurrency_key if execution.blocked_by == BlockedBy.KEY else None
+    """What blocks a queued execution, by name: its key's value when its key is full, the named
+    limit's name when that limit is."""
+    if execution.blocked_by == BlockedBy.KEY:
+        return execution.concurrency_key
+    if execution.blocked_by == BlockedBy.LIMIT:
+        return execution.blocked_by_limit
+    return None
 
 
 # The strategies that end an execution to make room for a newcomer (CONTRACT §9).
@@ -170,20 +178,21 @@ def _admit_locked(
                 "trigger": json.dumps(fields["trigger"]),
                 "default_team_limit": effective_team_limit(None),
                 "team_namespace": locks.Namespace.TEAM,
+                "limit_namespace": locks.Namespace.NAMED_LIMIT,
                 "workflow_namespace": locks.Namespace.WORKFLOW,
                 "key_namespace": locks.Namespace.KEY,
                 "key_lock": locks.key_lock_id(workflow.id, key),
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
             },
         )
-        outcome, scope, limit, created_at, position, superseded = cursor.fetchone()
+        outcome, scope, limit, name, created_at, position, superseded = cursor.fetchone()
         if superseded is not None:
             execution_finish(
                 superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
             )
     if outcome == REJECTED:
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
-        raise ConcurrencyLimitExceeded(scope=scope, limit=limit)
+        raise ConcurrencyLimitExceeded(scope=scope, limit=limit, name=name)
     row = {
         **fields,
         "id": execution_id,
@@ -192,6 +201,7 @@ def _admit_locked(
         "version_id": version.id,
         "status": outcome,
         "blocked_by": scope,
+        "blocked_by_limit": name,
         "error": "",
         "created_at": created_at,
         "queued_at": created_at if outcome == Status.QUEUED else None,
@@ -199,8 +209,9 @@ def _admit_locked(
         "started_at": None,
         "completed_at": None,
     }
-    # The row as mantle_admit inserted it, loaded as a query would load it, without a query.
-    names = [field.attname for field in Execution._meta.concrete_fields]
+    # The row as mantle_admit inserted it, loaded as a query would load it, without a query;
+    # named_limits (resolved by mantle_admit) deferred.
+    names = [f.attname for f in Execution._meta.concrete_fields if f.attname != "named_limits"]
     execution = Execution.from_db(connection.alias, names, [row[name] for name in names])
     execution.team, execution.workflow, execution.version = team, workflow, version
     if outcome == Status.QUEUED:

@@ -1,9 +1,11 @@
-"""Promotion: queued → pending, as far as free team, workflow and key slots allow: within a
-workflow its keys round-robin, the least recently promoted key first, oldest first within a key
-(promotion.sql's fair_queue_heads); across the team's workflows the oldest head first.
+"""Promotion: queued → pending, as far as free team, named limit, workflow and key slots allow:
+within a workflow its keys round-robin, the least recently promoted key first, oldest first
+within a key (promotion.sql's fair_queue_heads); across the team's workflows the oldest head
+first.
 
 Runs after the commit of every terminal transition (signals.py), when a limit is raised, and from
-the backup poller. Same lock order as admission: team, then its queued workflows in id order.
+the backup poller. Same lock order as admission: team, then the named limits its queue holds in
+name order, then its queued workflows in id order.
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             workflow_ids = [row[0] for row in cursor.fetchall()]
             if not workflow_ids:
                 return []
+            cursor.execute(queries["queued_named_limits"], {"team_id": team_id})
+            limit_ids = [row[0] for row in cursor.fetchall()]
+            locks.lock_named_limits(limit_ids)
             locks.lock_workflows(workflow_ids)
+            cursor.execute(queries["named_limits_state"], {"limit_ids": limit_ids})
+            limits_free = {limit_id: _free(holders, max_) for limit_id, max_, holders in cursor}
             cursor.execute(queries["promotion_state"], {"workflow_ids": workflow_ids})
             rows = cursor.fetchall()
             team_slug, team_override, team_holders = rows[0][5:8]
@@ -53,7 +60,7 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
                 _QueuedWorkflow(id=row[0], name=row[1], free=_free(row[4], row[2]), per_key=row[3])
                 for row in rows
             ]
-            chosen = _fair_heads(cursor, workflows, team_free)
+            chosen = _fair_heads(cursor, workflows, team_free, limits_free)
             promoted = []
             if chosen:
                 cursor.execute(queries["promote"], {"ids": chosen})
@@ -99,12 +106,16 @@ def _free(holders: int, limit: int) -> float:
 
 
 def _fair_heads(
-    cursor: CursorWrapper, workflows: list[_QueuedWorkflow], team_free: float
+    cursor: CursorWrapper,
+    workflows: list[_QueuedWorkflow],
+    team_free: float,
+    limits_free: dict[int, float],
 ) -> list[uuid.UUID]:
     """The queued executions that fit: at most `free` per workflow in its fair order, at most
-    `team_free` in all, the workflow whose next one has the higher priority, then is the older,
-    first."""
-    candidates: list[list[tuple[int, datetime, uuid.UUID]]] = []
+    `team_free` in all, each taking one free slot of every named limit it holds (one that finds
+    a limit full is passed over), the workflow whose next one has the higher priority, then is
+    the older, first."""
+    candidates: list[list[tuple[int, datetime, uuid.UUID, list[int]]]] = []
     for workflow in workflows:
         take = min(workflow.free, team_free)
         if take <= 0:
@@ -117,8 +128,18 @@ def _fair_heads(
                 "limit": None if math.isinf(take) else int(take),
             },
         )
-        candidates.append([(-priority, created_at, id_) for id_, priority, created_at in cursor])
+        candidates.append(
+            [(-priority, created_at, id_, limits) for id_, priority, created_at, limits in cursor]
+        )
     # heapq.merge compares the heads of its lists (higher priority, then older, first): each
     # workflow's keeps its fair order.
-    merged = [execution_id for _, _, execution_id in heapq.merge(*candidates)]
-    return merged if math.isinf(team_free) else merged[: int(team_free)]
+    chosen: list[uuid.UUID] = []
+    for _, _, execution_id, limit_ids in heapq.merge(*candidates):
+        if len(chosen) >= team_free:
+            break
+        if any(limits_free[limit_id] <= 0 for limit_id in limit_ids):
+            continue
+        for limit_id in limit_ids:
+            limits_free[limit_id] -= 1
+        chosen.append(execution_id)
+    return chosen

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from core import locks
-from executions.models import SLOT_HOLDING, Status
+from executions.models import LIVE, SLOT_HOLDING
 
 # The channel on which every row that becomes pending (an execution or a step) is announced, at
 # commit, by the trigger of migration 0005: the step workers LISTEN on it.
@@ -31,7 +31,7 @@ _PARAM = re.compile(r"%\((\w+)\)s")
 # does: the model's SLOT_HOLDING is their one source.
 FRAGMENTS = {
     "slot_holding": "(" + ", ".join(f"'{status}'" for status in SLOT_HOLDING) + ")",
-    "live": "(" + ", ".join(f"'{status}'" for status in (Status.QUEUED, *SLOT_HOLDING)) + ")",
+    "live": "(" + ", ".join(f"'{status}'" for status in LIVE) + ")",
 }
 
 # An outcome of mantle_admit besides the statuses it inserts.
@@ -82,14 +82,18 @@ _BLOCKS = _blocks(_SOURCES)
 
 queries: dict[str, str] = {name: _render(body, _BLOCKS) for name, body in _BLOCKS.items()}
 
-# mantle_admit's first statement: the team's lock, then the workflow's, under lock_timeout
-# (core.locks owns the lock SQL).
-LOCKS_IN_FUNCTION = "PERFORM " + _variables(
-    locks.ADMISSION_LOCKS.strip().removeprefix("SELECT").strip()
-)
+# mantle_admit's lock statements (core.locks owns the lock SQL), each a PERFORM in the function.
+LOCKS_IN_FUNCTION = {
+    name: "PERFORM " + _variables(statement.strip().removeprefix("SELECT").strip())
+    for name, statement in (
+        ("admission_team_lock", locks.ADMISSION_TEAM_LOCK),
+        ("admission_limit_lock", locks.ADMISSION_LIMIT_LOCK),
+        ("admission_flow_locks", locks.ADMISSION_FLOW_LOCKS),
+    )
+}
 
 ADMIT_FUNCTION = _render(
     _without_leading_comments((_HERE / "mantle_admit.sql").read_text()),
-    {**_BLOCKS, "admission_locks": LOCKS_IN_FUNCTION},
+    {**_BLOCKS, **LOCKS_IN_FUNCTION},
     in_function=True,
 )

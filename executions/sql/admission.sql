@@ -38,6 +38,28 @@ SELECT t.max_concurrent_executions,
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
  WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
 
+-- name: workflow_named_limits
+-- The named limits the workflow's current version lists, in lock order (by name): id, name, max.
+-- Read under the team's lock, which every change of a team's named limits and of its workflows'
+-- versions takes.
+SELECT l.id, l.name, l.max
+  FROM workflows_workflowdefinition w
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+  JOIN teams_namedlimit l ON l.team_id = w.team_id AND l.name = ANY(v.limits)
+ WHERE w.id = %(workflow_id)s
+ ORDER BY l.name
+
+-- name: named_limit_state
+-- One named limit under its lock: its slot holders (across every workflow that lists it; as in
+-- admission_state, at most its max of them are read), and whether a queued execution waits for
+-- it (a newcomer queues behind it).
+SELECT (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.named_limits @> ARRAY[%(limit_id)s]::bigint[] AND e.status IN {slot_holding}
+         LIMIT %(limit_max)s) AS holders),
+       EXISTS (SELECT 1 FROM executions_execution e
+         WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'limit'
+           AND e.blocked_by_limit = %(limit_name)s)
+
 -- name: oldest_key_holder
 -- on_limit cancel_running: the slot holder of the newcomer's key (its workflow's when unkeyed,
 -- the key '') that it supersedes.
@@ -69,10 +91,12 @@ SELECT count(*) - (%(superseded)s IS NOT NULL)::int >= %(max_queued)s
 -- after the locks were granted: the FIFO order of the queue is the order of the inserts.
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
-        idempotency_key, concurrency_key, priority, error, created_at, queued_at)
+        blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority, error,
+        created_at, queued_at)
 VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
-        %(inputs)s, %(trigger)s, %(forced)s, %(blocked_by)s, %(idempotency_key)s,
-        %(concurrency_key)s, %(priority)s, '', %(created_at)s,
+        %(inputs)s, %(trigger)s, %(forced)s, %(blocked_by)s, %(blocked_by_limit)s,
+        %(named_limits)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, '',
+        %(created_at)s,
         CASE WHEN %(status)s = 'queued' THEN %(created_at)s END)
 
 -- name: admit
@@ -80,5 +104,5 @@ VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
 SELECT * FROM mantle_admit(
     %(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb, %(trigger)s::jsonb,
     %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, %(default_team_limit)s,
-    %(team_namespace)s, %(workflow_namespace)s, %(key_namespace)s, %(key_lock)s,
-    %(lock_timeout)s)
+    %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s, %(key_namespace)s,
+    %(key_lock)s, %(lock_timeout)s)

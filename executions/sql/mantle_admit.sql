@@ -3,8 +3,9 @@
 --
 -- The decision: FIFO, a newcomer never overtakes a queued execution of its key (of its workflow
 -- when unkeyed: every execution then has the key ''), nor one that waits for a slot of its
--- workflow or its team (it queues, and its priority places it in its queue); the team is checked first, then the key, then the workflow; `forced`
--- skips the checks. Each statement of a VOLATILE function takes a fresh snapshot in READ
+-- workflow, of one of its named limits or of its team (it queues, and its priority places it in
+-- its queue); the team is checked first, then the named limits by name, then the key, then the
+-- workflow; `forced` skips the checks (a forced execution still holds its named limits). Each statement of a VOLATILE function takes a fresh snapshot in READ
 -- COMMITTED: the state read after the locks sees every commit made before they were granted.
 -- Lock keys come in as arguments (core.locks stays their single source). {name} is the named
 -- query of that name with each %(param)s read from the variable _param.
@@ -12,10 +13,10 @@
 CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
     _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
-    _priority int, _default_team_limit int, _team_namespace int, _workflow_namespace int, _key_namespace int,
-    _key_lock int, _lock_timeout text)
-RETURNS TABLE(outcome text, scope text, scope_limit int, admitted_at timestamptz,
-              queue_position bigint, superseded uuid)
+    _priority int, _default_team_limit int, _team_namespace int, _limit_namespace int,
+    _workflow_namespace int, _key_namespace int, _key_lock int, _lock_timeout text)
+RETURNS TABLE(outcome text, scope text, scope_limit int, scope_name text,
+              admitted_at timestamptz, queue_position bigint, superseded uuid)
 LANGUAGE plpgsql VOLATILE AS $admit$
 DECLARE
     _team_limit int;
@@ -34,8 +35,31 @@ DECLARE
     _blocked_by text;
     _created_at timestamptz;
     _superseded uuid;
+    _limit_id bigint;
+    _limit_name text;
+    _limit_max int;
+    _limit_holders bigint;
+    _limit_has_queue boolean;
+    _named_limits bigint[] := '{}';
+    _blocked_by_limit text;
+    _blocked_limit_max int;
 BEGIN
-    {admission_locks};
+    {admission_team_lock};
+    -- Each named limit of the workflow, locked in name order, then counted under its lock: its
+    -- slot holders can only leave until this transaction ends. The first one full (or with a
+    -- queue waiting for it) blocks the newcomer.
+    FOR _limit_id, _limit_name, _limit_max IN {workflow_named_limits} LOOP
+        {admission_limit_lock};
+        _named_limits := _named_limits || _limit_id;
+        IF NOT _forced AND _blocked_by_limit IS NULL THEN
+            {named_limit_state} INTO _limit_holders, _limit_has_queue;
+            IF _limit_has_queue OR (_limit_max > 0 AND _limit_holders >= _limit_max) THEN
+                _blocked_by_limit := _limit_name;
+                _blocked_limit_max := _limit_max;
+            END IF;
+        END IF;
+    END LOOP;
+    {admission_flow_locks};
     IF NOT _forced THEN
         {admission_state}
           INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _team_holders,
@@ -44,6 +68,8 @@ BEGIN
         _team_limit := coalesce(_team_limit, _default_team_limit);
         IF _team_has_blocked_queue OR (_team_limit > 0 AND _team_holders >= _team_limit) THEN
             _blocked_by := 'team';
+        ELSIF _blocked_by_limit IS NOT NULL THEN
+            _blocked_by := 'limit';
         ELSIF _key_limit > 0 AND _key_holders >= _key_limit THEN
             _blocked_by := 'key';
         ELSIF _workflow_has_blocked_queue
@@ -56,7 +82,9 @@ BEGIN
         IF _blocked_by IS NOT NULL AND _on_limit = 'reject' THEN
             RETURN QUERY SELECT 'rejected', _blocked_by,
                 CASE _blocked_by WHEN 'team' THEN _team_limit WHEN 'key' THEN _key_limit
+                                 WHEN 'limit' THEN _blocked_limit_max
                                  ELSE _workflow_limit END,
+                CASE WHEN _blocked_by = 'limit' THEN _blocked_by_limit END,
                 NULL::timestamptz, NULL::bigint, NULL::uuid;
             RETURN;
         END IF;
@@ -78,13 +106,16 @@ BEGIN
         IF _blocked_by IS NOT NULL AND _max_queued > 0 THEN
             {key_queue_full} INTO _queue_full;
             IF _queue_full THEN
-                RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::timestamptz,
-                    NULL::bigint, NULL::uuid;
+                RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::text,
+                    NULL::timestamptz, NULL::bigint, NULL::uuid;
                 RETURN;
             END IF;
         END IF;
         IF _blocked_by IS NOT NULL THEN
             _status := 'queued';
+        END IF;
+        IF _blocked_by IS DISTINCT FROM 'limit' THEN
+            _blocked_by_limit := NULL;
         END IF;
     END IF;
     -- After the locks (not the calling statement's start): inserts under the lock are in
@@ -92,10 +123,10 @@ BEGIN
     _created_at := clock_timestamp();
     {admission_insert};
     IF _status = 'pending' THEN
-        RETURN QUERY SELECT _status, NULL::text, NULL::int, _created_at, NULL::bigint,
-            _superseded;
+        RETURN QUERY SELECT _status, NULL::text, NULL::int, NULL::text, _created_at,
+            NULL::bigint, _superseded;
     ELSE
-        RETURN QUERY SELECT _status, _blocked_by, NULL::int, _created_at,
+        RETURN QUERY SELECT _status, _blocked_by, NULL::int, _blocked_by_limit, _created_at,
             -- Its place once the superseded one (older: ahead unless of lower priority) is gone.
             ({queue_position}) - (SELECT count(*) FROM executions_execution v
                                    WHERE v.id = _superseded AND v.priority >= _priority),

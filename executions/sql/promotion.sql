@@ -1,10 +1,28 @@
 -- Promotion (services/promotion.py): queued → pending under the team's lock, then the locks of
--- its queued workflows in id order, as admission takes them. A workflow's lock covers its keys:
--- admission takes a key's lock only after its workflow's.
+-- the named limits its queue holds in name order, then those of its queued workflows in id
+-- order, as admission takes them. A workflow's lock covers its keys: admission takes a key's
+-- lock only after its workflow's.
 
 -- name: queued_workflows
 SELECT DISTINCT workflow_id FROM executions_execution
  WHERE team_id = %(team_id)s AND status = 'queued'
+
+-- name: queued_named_limits
+-- The named limits the team's queued executions would hold, in lock order (by name).
+SELECT l.id FROM teams_namedlimit l
+ WHERE l.id IN (SELECT DISTINCT unnest(e.named_limits) FROM executions_execution e
+                 WHERE e.team_id = %(team_id)s AND e.status = 'queued')
+ ORDER BY l.name
+
+-- name: named_limits_state
+-- Each of the named limits: its max and its slot holders across every workflow (at most its
+-- max of them read: only the free slots matter).
+SELECT l.id, l.max,
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}
+         LIMIT l.max) AS holders)
+  FROM teams_namedlimit l
+ WHERE l.id = ANY(%(limit_ids)s)
 
 -- name: promotion_state
 -- Per queued workflow of the team: its limit, slot holders and name; with the team's limit and
@@ -51,10 +69,10 @@ WITH RECURSIVE keys(key) AS (
       FROM keys k
      WHERE k.key IS NOT NULL
 )
-SELECT q.id, q.priority, q.created_at
+SELECT q.id, q.priority, q.created_at, q.named_limits
   FROM state s
  CROSS JOIN LATERAL (
-        SELECT e.id, e.priority, e.created_at,
+        SELECT e.id, e.priority, e.created_at, e.named_limits,
                row_number() OVER (ORDER BY e.priority DESC, e.created_at, e.id) AS round
           FROM executions_execution e
          WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
@@ -66,15 +84,23 @@ SELECT q.id, q.priority, q.created_at
 
 -- name: promote
 UPDATE executions_execution
-   SET status = 'pending', promoted_at = statement_timestamp(), blocked_by = NULL
+   SET status = 'pending', promoted_at = statement_timestamp(), blocked_by = NULL,
+       blocked_by_limit = NULL
  WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, workflow_id, promoted_at - queued_at
 
 -- name: relabel_queue
--- What blocks the executions still queued: the team when it is full (%(team_full)s); else their
--- key when it holds all its slots (max_parallel_per_key of its workflow's current version);
--- else their workflow.
-WITH full_keys AS (
+-- What blocks the executions still queued: the team when it is full (%(team_full)s); else the
+-- first (by name) of their named limits that is full; else their key when it holds all its
+-- slots (max_parallel_per_key of its workflow's current version); else their workflow.
+WITH full_limits AS (
+    SELECT l.id, l.name
+      FROM teams_namedlimit l
+     WHERE l.team_id = %(team_id)s AND l.max > 0
+       AND (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+             WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}
+             LIMIT l.max) AS holders) >= l.max
+), full_keys AS (
     SELECT e.workflow_id, e.concurrency_key
       FROM executions_execution e
       JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
@@ -86,16 +112,24 @@ WITH full_keys AS (
 ), labels AS (
     SELECT q.id,
            CASE WHEN %(team_full)s THEN 'team'
+                WHEN l.name IS NOT NULL THEN 'limit'
                 WHEN f.workflow_id IS NOT NULL THEN 'key'
-                ELSE 'workflow' END AS blocked_by
+                ELSE 'workflow' END AS blocked_by,
+           CASE WHEN NOT %(team_full)s THEN l.name END AS blocked_by_limit
       FROM executions_execution q
       LEFT JOIN full_keys f
         ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
+      LEFT JOIN LATERAL (SELECT fl.name FROM full_limits fl
+                          WHERE fl.id = ANY(q.named_limits)
+                          ORDER BY fl.name LIMIT 1) l ON true
      WHERE q.team_id = %(team_id)s AND q.status = 'queued'
 )
-UPDATE executions_execution e SET blocked_by = labels.blocked_by
+UPDATE executions_execution e
+   SET blocked_by = labels.blocked_by, blocked_by_limit = labels.blocked_by_limit
   FROM labels
- WHERE e.id = labels.id AND e.blocked_by IS DISTINCT FROM labels.blocked_by
+ WHERE e.id = labels.id
+   AND (e.blocked_by IS DISTINCT FROM labels.blocked_by
+        OR e.blocked_by_limit IS DISTINCT FROM labels.blocked_by_limit)
 
 -- name: teams_with_queue
 SELECT DISTINCT team_id FROM executions_execution WHERE status = 'queued'

@@ -33,6 +33,20 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
           v.max_parallel_per_key
  ORDER BY w.name
 
+-- name: named_limit_usage
+-- The named limits of one team (%(team_id)s; NULL: of every team), by name: their max, slot
+-- holders (across every workflow that lists them) and the executions queued waiting for them.
+SELECT t.slug, l.name, l.max,
+       (SELECT count(*) FROM executions_execution e
+         WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}),
+       (SELECT count(*) FROM executions_execution e
+         WHERE e.team_id = l.team_id AND e.status = 'queued' AND e.blocked_by = 'limit'
+           AND e.blocked_by_limit = l.name)
+  FROM teams_namedlimit l
+  JOIN teams_team t ON t.id = l.team_id
+ WHERE %(team_id)s::bigint IS NULL OR l.team_id = %(team_id)s
+ ORDER BY t.slug, l.name
+
 -- name: busiest_keys
 -- Per workflow of the team, its 20 keys with the longest queues (keyed executions only): their
 -- queue, slot holders and oldest queued time.

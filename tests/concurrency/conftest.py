@@ -31,16 +31,20 @@ def sampler() -> Iterator[Callable[[int], Sampler]]:
 def without_locks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The bug the race tests must catch: admission and promotion without advisory locks.
 
-    Admission's locks are the first statement of mantle_admit: the installed function is
-    replaced by its own source (pg_get_functiondef, so the variant cannot drift) without that
-    statement, and with a sleep between the count and the insert to widen the race window."""
+    Admission's locks are statements of mantle_admit: the installed function is replaced by its
+    own source (pg_get_functiondef, so the variant cannot drift) without them, and with a sleep
+    between the count and the insert to widen the race window."""
     monkeypatch.setattr(locks, "lock_team", lambda team_id: None)
+    monkeypatch.setattr(locks, "lock_named_limits", lambda limit_ids: None)
     monkeypatch.setattr(locks, "lock_workflows", lambda workflow_ids: None)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_get_functiondef('mantle_admit'::regproc)")
         original = cursor.fetchone()[0]
-        assert original.count(sql.LOCKS_IN_FUNCTION) == 1
-        unlocked = original.replace(sql.LOCKS_IN_FUNCTION, "PERFORM 1").replace(
+        unlocked = original
+        for statement in sql.LOCKS_IN_FUNCTION.values():
+            assert unlocked.count(statement) == 1
+            unlocked = unlocked.replace(statement, "PERFORM 1")
+        unlocked = unlocked.replace(
             "_created_at := clock_timestamp();",
             "PERFORM pg_sleep(0.005); _created_at := clock_timestamp();",
         )

@@ -1,6 +1,7 @@
 """The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
 `max_parallel_executions` — the concurrency key and its limit, the priority, `on_limit`, and
-the queue's bounds (`max_queued`, `queue_timeout`).
+the queue's bounds (`max_queued`, `queue_timeout`), and the team's named limits it holds a slot
+of (`limits`).
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
 priority an int 0-9 or one such expression; both are checked here when the workflow is applied
@@ -9,9 +10,11 @@ and evaluated once per admission (workflows.flow).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from core.durations import parse_duration
+from teams.models import NAMED_LIMIT_NAME
 from workflows.expression_check import expression_usage
 from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
@@ -20,12 +23,13 @@ from workflows.expressions import (
     find_expressions,
     sole_expression,
 )
-from workflows.schema.document import Document
+from workflows.schema.document import Document, index
 
 ON_LIMIT = ("queue", "reject", "cancel_running", "keep_latest")
 PRIORITIES = range(10)
 # What a concurrency key expression may read: admission knows nothing else yet.
 KEY_VARIABLES = frozenset({"inputs", "trigger"})
+_LIMIT_NAME = re.compile(NAMED_LIMIT_NAME)
 
 
 @dataclass(frozen=True)
@@ -37,10 +41,17 @@ class FlowControl:
     max_queued: int = 0  # 0 = unbounded
     queue_timeout: float | None = None  # seconds
     queue_timeout_text: str | None = None  # as written, for the error that names it
+    limits: tuple[str, ...] = ()  # named limits of the team, by name
 
 
-def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) -> FlowControl:
-    """The flow-control keys of the document's root, each error reported at its path."""
+def flow_control_read(
+    doc: Document,
+    root: dict,
+    input_names: frozenset[str],
+    limit_names: frozenset[str] | None = None,
+) -> FlowControl:
+    """The flow-control keys of the document's root, each error reported at its path.
+    `limit_names`: the team's named limits (None: no team, names are not checked)."""
     on_limit = root.get("on_limit") or "queue"  # upstream writes "" for the default
     if on_limit not in ON_LIMIT:
         doc.error("on_limit", "must be one of: " + ", ".join(ON_LIMIT))
@@ -63,7 +74,26 @@ def flow_control_read(doc: Document, root: dict, input_names: frozenset[str]) ->
         max_queued=_count(doc, root, "max_queued"),
         queue_timeout=_timeout(doc, root.get("queue_timeout")),
         queue_timeout_text=_as_written(root.get("queue_timeout")),
+        limits=_limits(doc, root.get("limits", []), limit_names),
     )
+
+
+def _limits(doc: Document, value: object, known: frozenset[str] | None) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        doc.error("limits", "must be a list of named limits of the team")
+        return ()
+    names: list[str] = []
+    for i, name in enumerate(value):
+        path = index("limits", i)
+        if not (isinstance(name, str) and _LIMIT_NAME.fullmatch(name)):
+            doc.error(path, f"must be the name of a named limit (^{NAMED_LIMIT_NAME}$)")
+        elif name in names:
+            doc.error(path, f"named limit {name!r} is listed twice")
+        elif known is not None and name not in known:
+            doc.error(path, f"unknown named limit {name!r} (mantle limits set <team> {name} <N>)")
+        else:
+            names.append(name)
+    return tuple(names)
 
 
 def _count(doc: Document, root: dict, key: str) -> int:

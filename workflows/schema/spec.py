@@ -105,6 +105,7 @@ class WorkflowSpec:
     max_queued: int = 0  # 0 = unbounded
     queue_timeout: float | None = None  # seconds
     queue_timeout_text: str | None = None  # as written
+    limits: tuple[str, ...] = ()  # the team's named limits it holds a slot of
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -123,6 +124,7 @@ class WorkflowSpec:
             "max_queued": self.max_queued,
             "queue_timeout": self.queue_timeout,
             "queue_timeout_text": self.queue_timeout_text,
+            "limits": list(self.limits),
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -143,5 +145,6 @@ class WorkflowSpec:
             max_queued=data.get("max_queued", 0),
             queue_timeout=data.get("queue_timeout"),
             queue_timeout_text=data.get("queue_timeout_text"),
+            limits=tuple(data.get("limits", ())),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

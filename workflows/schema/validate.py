@@ -42,6 +42,7 @@ _WORKFLOW_KEYS = frozenset(
         "priority",
         "max_queued",
         "queue_timeout",
+        "limits",
         "steps",
     }
 )
@@ -67,12 +68,19 @@ _STEP_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def parse_workflow(text: str, *, actions: frozenset[str] | None = None) -> WorkflowSpec:
+def parse_workflow(
+    text: str,
+    *,
+    actions: frozenset[str] | None = None,
+    limit_names: frozenset[str] | None = None,
+) -> WorkflowSpec:
     """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
 
-    ``actions`` are the action names steps may use; by default, those of the action registry."""
+    ``actions`` are the action names steps may use; by default, those of the action registry.
+    ``limit_names`` are the named limits of the team it is applied to (None: not checked)."""
     document = document_read(text)
-    spec = _Validator(document, action_names() if actions is None else actions).workflow()
+    validator = _Validator(document, action_names() if actions is None else actions, limit_names)
+    spec = validator.workflow()
     if document.errors or spec is None:
         raise WorkflowInvalid(document.errors)
     return spec
@@ -83,9 +91,12 @@ def _is_int(value: object) -> bool:
 
 
 class _Validator:
-    def __init__(self, document: Document, actions: frozenset[str]) -> None:
+    def __init__(
+        self, document: Document, actions: frozenset[str], limit_names: frozenset[str] | None
+    ) -> None:
         self.doc = document
         self.actions = actions
+        self.limit_names = limit_names
         self.input_names: frozenset[str] = frozenset()
         self.scope = Scope(inputs=frozenset(), steps=frozenset(), step=None, fan_out=False)
         self.references: set[str] = set()  # the steps read by the expressions of one step
@@ -107,7 +118,7 @@ class _Validator:
             else ()
         )
         steps = self._steps(root)
-        flow = flow_control_read(self.doc, root, self.input_names)
+        flow = flow_control_read(self.doc, root, self.input_names, self.limit_names)
         # The spec is used only when the document has no errors; its casts state what the checks
         # above then established.
         return WorkflowSpec(
@@ -124,6 +135,7 @@ class _Validator:
             max_queued=flow.max_queued,
             queue_timeout=flow.queue_timeout,
             queue_timeout_text=flow.queue_timeout_text,
+            limits=flow.limits,
             steps=steps,
         )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from executions.models import TERMINAL, Execution, Status
+from executions.models import TERMINAL, BlockedBy, Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
@@ -59,9 +59,10 @@ class Command(BaseCommand):
         if admission.execution.concurrency_key:
             self.stdout.write(f"concurrency key {admission.execution.concurrency_key}")
         if admission.status == Status.QUEUED:
-            self.stdout.write(
-                f"queue position {admission.queue_position}, blocked by {admission.blocked_by}"
-            )
+            blocked_by = admission.blocked_by
+            if blocked_by == BlockedBy.LIMIT:
+                blocked_by = f"limit {admission.blocked_by_name}"
+            self.stdout.write(f"queue position {admission.queue_position}, blocked by {blocked_by}")
         if options["wait"]:
             self.wait(admission.execution)
 

@@ -11,7 +11,7 @@ from teams.models import Team
 from teams.services import team_create, team_set_limit
 
 
-def _non_negative(value: str) -> int:
+def non_negative(value: str) -> int:
     number = int(value)
     if number < 0:
         raise ValueError(value)
@@ -26,13 +26,11 @@ class Command(BaseCommand):
         create = actions.add_parser("create", help="create a team")
         create.add_argument("slug")
         create.add_argument("--name", default="")
-        create.add_argument(
-            "--max-concurrent", type=_non_negative, help="its limit (0 = unlimited)"
-        )
+        create.add_argument("--max-concurrent", type=non_negative, help="its limit (0 = unlimited)")
         set_limit = actions.add_parser("set-limit", help="set or clear a team's limit")
         set_limit.add_argument("slug")
         choice = set_limit.add_mutually_exclusive_group(required=True)
-        choice.add_argument("limit", nargs="?", type=_non_negative)
+        choice.add_argument("limit", nargs="?", type=non_negative)
         choice.add_argument("--clear", action="store_true", help="use the mantle.yaml default")
         actions.add_parser("list", help="list teams with their limits")
 
@@ -43,11 +41,11 @@ class Command(BaseCommand):
         try:
             team = team_create(slug=slug, name=name, max_concurrent_executions=max_concurrent)
         except ValidationError as exc:
-            raise CommandError(_messages(exc), returncode=2) from exc
+            raise CommandError(validation_messages(exc), returncode=2) from exc
         self.stdout.write(f"{team.slug} created, limit {_describe(team)}")
 
     def set_limit(self, *, slug: str, limit: int | None, clear: bool, **_: Any) -> None:
-        team = _team(slug)
+        team = team_get(slug)
         team_set_limit(team=team, max_concurrent_executions=None if clear else limit)
         self.stdout.write(f"{team.slug} limit {_describe(team)}")
 
@@ -56,7 +54,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{team.slug}\t{_describe(team)}")
 
 
-def _team(slug: str) -> Team:
+def team_get(slug: str) -> Team:
     try:
         return Team.objects.get(slug=slug)
     except Team.DoesNotExist as exc:
@@ -69,5 +67,5 @@ def _describe(team: Team) -> str:
     return shown if team.max_concurrent_executions is not None else f"{shown} (config default)"
 
 
-def _messages(error: ValidationError) -> str:
+def validation_messages(error: ValidationError) -> str:
     return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items())
