@@ -19,8 +19,20 @@ def _env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
 
 
+# A link to the database that dies (a partition, a lost host) is found in seconds instead of
+# TCP's minutes of retries: a request then answers 503 database_unavailable. libpq's options,
+# unless the URL sets its own (a Unix socket ignores them).
+TCP_DEFAULTS = {
+    "connect_timeout": "10",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+
+
 def _database(url: str) -> dict[str, object]:
-    params = conninfo_to_dict(url)
+    params = {**TCP_DEFAULTS, **conninfo_to_dict(url)}
     return {
         "ENGINE": "mantle_site.postgresql",
         "NAME": params.pop("dbname", "mantle"),

@@ -3,11 +3,16 @@ closed is replaced before the next request uses it; a healthy one is kept."""
 
 from __future__ import annotations
 
+import os
 import select
+import socket
 import time
 
 import psycopg
+import pytest
 from django.db import close_old_connections, connection
+
+from mantle_site.settings import _database
 
 
 def _backend_pid() -> int:
@@ -35,3 +40,25 @@ def test_a_connection_the_server_closed_is_replaced_before_the_next_request(
     close_old_connections()
     after = _backend_pid()
     assert after != before
+
+
+def test_a_dead_link_is_found_in_seconds_unless_the_url_says_otherwise(db: None) -> None:
+    connection.ensure_connection()
+    # A duplicate of the connection's descriptor: the family is read from the socket itself.
+    with socket.socket(fileno=os.dup(connection.connection.fileno())) as sock:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            pytest.skip("a Unix socket (the embedded PostgreSQL) has no TCP options")
+        options = {
+            name: sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, name))
+            for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT", "TCP_USER_TIMEOUT")
+        }
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    assert options == {
+        "TCP_KEEPIDLE": 5,
+        "TCP_KEEPINTVL": 2,
+        "TCP_KEEPCNT": 3,
+        "TCP_USER_TIMEOUT": 10000,
+    }
+    given = _database("postgresql://mantle@db.example/mantle?keepalives_idle=1")["OPTIONS"]
+    assert given["keepalives_idle"] == "1"
+    assert given["keepalives_count"] == "3"
