@@ -1,4 +1,6 @@
-"""The benchmark's own database, `mantle_bench`, on the machine's PostgreSQL or the embedded one.
+"""The benchmark's own database, `mantle_bench` (`$MANTLE_BENCH_DATABASE`: benchmarks that share
+a server each need their own, since every round truncates the executions), on the machine's
+PostgreSQL or the embedded one.
 
 Django is configured for it through the environment (DATABASE_URL, MANTLE_DATABASE_URL), so the
 subprocesses the benchmarks start (gunicorn, qcluster) use the same database.
@@ -11,7 +13,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-NAME = "mantle_bench"
+NAME = os.environ.get("MANTLE_BENCH_DATABASE", "mantle_bench")
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
