@@ -98,6 +98,7 @@ def queue_promote_all(*, trigger: str) -> int | None:
                 if not locks.is_busy(error):
                     raise
                 logger.warning("poller skipped team %s: its lock is busy", team_id)
+        logger.info("poller pass: %d promoted, %d teams with a queue", promoted, len(team_ids))
         return promoted
 
 

@@ -1,6 +1,7 @@
 """Three clusters on three worker hosts: the engine clock (reaper, poller, cron) ticks on exactly
-one of them at every observation, moves to another host when its process is killed, and a step
-whose worker died is retried once, not once per cluster."""
+one of them at every observation, moves to another host when its process is killed, a step
+whose worker died is retried once, not once per cluster, the poller runs once per interval (not
+once per cluster) and each cron tick admits one execution."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from core import locks
 from tests.factories import workflow_yaml
 from tests.multihost.conftest import Hosts
+from tests.processes import ENGINE
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
@@ -32,6 +34,14 @@ SELECT s.id, s.status, s.attempt, s.lease_owner FROM executions_stepexecution s
   JOIN executions_execution e ON e.id = s.execution_id
   JOIN teams_team t ON t.id = e.team_id
  WHERE t.slug = 'clock'
+"""
+# Cron's resolution is a minute (five fields): the test lasts until one tick has been admitted.
+CRON = 'triggers:\n  - type: cron\n    schedule: "* * * * *"\n'
+TICKS_SQL = """
+SELECT e.trigger->>'scheduled_at', count(*) FROM executions_execution e
+  JOIN teams_team t ON t.id = e.team_id
+ WHERE t.slug = 'clock' AND e.trigger->>'type' = 'cron'
+ GROUP BY 1
 """
 
 
@@ -58,9 +68,17 @@ def process_of(pids: list[int], command: str) -> int:
     return found[0]
 
 
-def test_three_clusters_tick_once_and_retry_a_lost_step_once(hosts: Hosts, start_apps) -> None:
+def test_three_clusters_tick_once_and_retry_a_lost_step_once(
+    hosts: Hosts, start_apps, monkeypatch: pytest.MonkeyPatch
+) -> None:
     database = hosts.database
-    database.team("clock", limit=None, workflows=[workflow_yaml("reaped", steps=STEP)])
+    database.team(
+        "clock",
+        limit=None,
+        workflows=[workflow_yaml("reaped", steps=STEP), workflow_yaml("ticking", extra=CRON)],
+    )
+    monkeypatch.setenv("MANTLE_LOG_LEVEL", "INFO")  # the poller's line a pass
+    started = time.monotonic()
     apps = start_apps(["workers-only"] * 3)
     by_address = {app.host.back: app for app in apps}
     watch = ClockWatch(database.direct_url)
@@ -83,6 +101,12 @@ def test_three_clusters_tick_once_and_retry_a_lost_step_once(hosts: Hosts, start
         while unfinished := [s for s in database.query(STEPS_SQL) if s[1] != "completed"]:
             assert time.monotonic() < deadline, unfinished
             time.sleep(0.2)
+        deadline = started + 90
+        while not database.query(TICKS_SQL):
+            assert time.monotonic() < deadline, "no cron tick admitted"
+            time.sleep(0.5)
+        lasted = time.monotonic() - started
+        passes = [app.log.read_text().count("poller pass:") for app in apps]
     finally:
         watch.halt.set()
         watch.join(timeout=10)
@@ -93,12 +117,19 @@ def test_three_clusters_tick_once_and_retry_a_lost_step_once(hosts: Hosts, start
     taken = next(at for at, held in after if held and at >= released)
     reaped = sum(app.log.read_text().count("reaped step") for app in apps)
     attempts = {s[0]: s[2] for s in steps}
+    ticks = database.query(TICKS_SQL)
+    interval = ENGINE["queue_poll_interval"]
     print(
         f"\n[hosts] clock: {len(watch.samples)} samples, at most {max(map(len, holders))} holder, "
         f"none in {sum(1 for h in holders if not h)}; held again {taken - killed_at:.2f}s after "
-        f"its process was killed; {len(lost)} steps of a killed worker reaped {reaped} times"
+        f"its process was killed; {len(lost)} steps of a killed worker reaped {reaped} times; "
+        f"poller passes per host {passes} in {lasted:.1f}s (every {interval}s); cron ticks {ticks}"
     )
     assert max(map(len, holders)) == 1
     assert reaped == len(lost)
     assert {attempts[step] for step in lost} == {2}
     assert all(attempts[step] == 1 for step in attempts if step not in lost)
+    # One poller for the three clusters: at most one pass an interval (three clusters each
+    # polling would make about three), and it did run.
+    assert lasted / interval / 4 <= sum(passes) <= lasted / interval + 1
+    assert all(count == 1 for _, count in ticks)
