@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import TeamApi
-from executions.selectors import WorkflowQueue, team_busiest_keys, team_queues
+from executions.selectors import WorkflowQueue, team_queues, teams_busiest_keys
 
 
 class KeyQueueOutput(serializers.Serializer):
@@ -21,7 +21,7 @@ class KeyQueueOutput(serializers.Serializer):
 
 
 class WorkflowQueueOutput(serializers.Serializer):
-    """context["keys"]: team_busiest_keys."""
+    """context["keys"]: teams_busiest_keys."""
 
     name = serializers.CharField()
     max_parallel_executions = serializers.IntegerField()
@@ -47,5 +47,5 @@ class QueuesApi(TeamApi):
 
     @extend_schema(operation_id="get_queues", responses={200: QueuesOutput})
     def get(self, request: Request) -> Response:
-        keys = team_busiest_keys(team=self.team)
+        keys = teams_busiest_keys(teams=[self.team])
         return Response(self.QueuesOutput(team_queues(team=self.team), context={"keys": keys}).data)

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import QuerySet
 
-from executions.selectors import WorkflowQueue, teams_queues
+from executions.selectors import KeyQueue, WorkflowQueue, teams_busiest_keys, teams_queues
 from executions.sql import queries
 from teams.models import Team
 
@@ -62,11 +62,18 @@ class RunningExecution:
 
 
 @dataclass(frozen=True)
+class KeyPanel:
+    queue: KeyQueue
+    oldest_wait_seconds: float | None
+
+
+@dataclass(frozen=True)
 class WorkflowPanel:
     queue: WorkflowQueue
     rejected_last_hour: int
     oldest_wait_seconds: float | None
     depth_per_minute: list[int]  # oldest minute first; the last one is the live depth
+    busiest_keys: list[KeyPanel]  # the 20 keys with the longest queues, longest first
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ def dashboard_panels(
 ) -> list[TeamPanel]:
     """Everything the dashboard shows for these teams, in a fixed number of queries."""
     queues = teams_queues(teams=teams)
+    keys = teams_busiest_keys(teams=[q.team for q in queues])
     team_ids = [q.team.id for q in queues]
     params: dict[str, Any] = {
         "team_ids": team_ids,
@@ -119,9 +127,11 @@ def dashboard_panels(
         for w in queue.workflows:
             series = depth[w.id]
             series[-1] = w.queued
-            wait = (now - w.oldest_queued_at).total_seconds() if w.oldest_queued_at else None
             rejected = rejections.get((queue.team.id, w.id), 0)
-            workflows.append(WorkflowPanel(w, rejected, wait, series))
+            busiest = [KeyPanel(k, _wait(now, k.oldest_queued_at)) for k in keys[w.id]]
+            workflows.append(
+                WorkflowPanel(w, rejected, _wait(now, w.oldest_queued_at), series, busiest)
+            )
         panels.append(
             TeamPanel(
                 team=queue.team,
@@ -135,3 +145,7 @@ def dashboard_panels(
             )
         )
     return panels
+
+
+def _wait(now: datetime, since: datetime | None) -> float | None:
+    return (now - since).total_seconds() if since else None

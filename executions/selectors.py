@@ -172,11 +172,12 @@ class KeyQueue:
     oldest_queued_at: datetime | None
 
 
-def team_busiest_keys(*, team: Team) -> dict[int, list[KeyQueue]]:
-    """Per workflow id of the team, its 20 keys with the longest queues, longest first."""
+def teams_busiest_keys(*, teams: Iterable[Team]) -> dict[int, list[KeyQueue]]:
+    """Per workflow id of the teams, its 20 keys with the longest queues, longest first. One
+    query."""
     keys: dict[int, list[KeyQueue]] = defaultdict(list)
     with connection.cursor() as cursor:
-        cursor.execute(queries["busiest_keys"], {"team_id": team.id})
+        cursor.execute(queries["busiest_keys"], {"team_ids": [team.id for team in teams]})
         for workflow_id, *row in cursor.fetchall():
             keys[workflow_id].append(KeyQueue(*row))
     return keys

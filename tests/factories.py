@@ -44,6 +44,10 @@ steps:
 """
 
 
+# A workflow's extra YAML keying its executions by the input `customer`.
+KEYED = 'inputs:\n  customer: {type: string}\nconcurrency_key: "{{ inputs.customer }}"\n'
+
+
 def workflow_yaml(
     name: str = "deploy",
     *,

@@ -48,7 +48,7 @@ SELECT t.slug, l.name, l.max,
  ORDER BY t.slug, l.name
 
 -- name: busiest_keys
--- Per workflow of the team, its 20 keys with the longest queues (keyed executions only): their
+-- Per workflow of the teams, its 20 keys with the longest queues (keyed executions only): their
 -- queue, slot holders and oldest queued time.
 SELECT workflow_id, key, queued, running, oldest_queued_at FROM (
     SELECT e.workflow_id, e.concurrency_key AS key,
@@ -59,7 +59,7 @@ SELECT workflow_id, key, queued, running, oldest_queued_at FROM (
                               ORDER BY count(*) FILTER (WHERE e.status = 'queued') DESC,
                                        e.concurrency_key) AS rank
       FROM executions_execution e
-     WHERE e.team_id = %(team_id)s AND e.status IN {live} AND e.concurrency_key <> ''
+     WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {live} AND e.concurrency_key <> ''
      GROUP BY e.workflow_id, e.concurrency_key) AS busiest
  WHERE rank <= 20
  ORDER BY workflow_id, rank

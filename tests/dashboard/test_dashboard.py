@@ -12,7 +12,13 @@ from executions.models import Execution, QueueSample, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from executions.services.lifecycle import execution_finish
 from executions.services.queue_samples import queue_sample_record
-from tests.factories import ExecutionFactory, QueueSampleFactory, StepExecutionFactory, UserFactory
+from tests.factories import (
+    KEYED,
+    ExecutionFactory,
+    QueueSampleFactory,
+    StepExecutionFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +71,35 @@ def test_it_shows_the_queue_in_order_with_positions_and_blockers(
     by_name = {w.queue.name: w for w in panel.workflows}
     assert by_name["deploy"].queue.running == 1 and by_name["deploy"].queue.queued == 2
     assert by_name["deploy"].oldest_wait_seconds is not None
+
+
+def test_each_workflow_shows_its_busiest_keys_with_running_limit_queued_and_oldest_wait(
+    client, team, make_workflow, make_user
+):
+    keyed = f"{KEYED}max_parallel_per_key: 1\n"
+    workflow = make_workflow(team, "sync", extra=keyed)
+    for customer in ["a", "a", "b", "b", "b", "c"]:
+        execution_admit(team=team, workflow=workflow, inputs={"customer": customer})
+    oldest_b = Execution.objects.filter(concurrency_key="b", status=Status.QUEUED).earliest(
+        "created_at"
+    )
+    Execution.objects.filter(id=oldest_b.id).update(
+        created_at=oldest_b.created_at - timedelta(minutes=3)
+    )
+    client.force_login(make_user("ann", teams=(team,)))
+    response = live(client)
+    [panel] = response.context["panels"]
+    [sync] = panel.workflows
+    shown = [
+        (k.queue.key, k.queue.running, k.queue.queued, k.oldest_wait_seconds is not None)
+        for k in sync.busiest_keys
+    ]
+    assert shown == [("b", 1, 2, True), ("a", 1, 1, True), ("c", 1, 0, False)]
+    assert 180 <= sync.busiest_keys[0].oldest_wait_seconds < 240
+    html = response.content.decode()
+    row = html[html.index('data-key="b"') :]
+    row = row[: row.index("</tr>")]
+    assert "1 / 1" in row and ">2<" in row and "3m " in row
 
 
 def test_it_counts_rejections_of_the_last_hour(client, team, make_workflow, make_user):
@@ -143,10 +178,10 @@ def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
                 execution_admit(team=team, workflow=workflow)
             QueueSampleFactory(workflow=workflow, queued=2, running=1)
     client.force_login(user)
-    # session, user, teams, queues, rejections, samples, queued, running
-    with django_assert_max_num_queries(8):
+    # session, user, teams, queues, busiest keys, rejections, samples, queued, running
+    with django_assert_max_num_queries(9):
         live(client)
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):
         client.get("/")
 
 
