@@ -9,6 +9,7 @@ from django.utils import timezone
 from executions.models import Execution, StepExecution
 from executions.services.lifecycle import execution_cancel
 from tests.engine.conftest import run, wait_for, wait_terminal
+from tests.factories import KEYED
 from workflows.models import WorkflowDefinition
 
 
@@ -173,15 +174,43 @@ steps:
     wait_for(lambda: StepExecution.objects.filter(execution=first, status="running").exists())
     cancelled_at = timezone.now()
     execution_cancel(first.id)
-    step = wait_for(
-        lambda: StepExecution.objects.filter(execution=first, status="cancelled").first(),
-        timeout=5,
-    )
-    stopped_after = (step.completed_at - cancelled_at).total_seconds()
+    stopped_after = seconds_until_its_step_stops(first, since=cancelled_at)
     assert stopped_after <= 1.2, stopped_after
     wait_for(lambda: StepExecution.objects.filter(execution=second, status="running").exists())
     assert Execution.objects.get(id=first.id).status == "cancelled"
     execution_cancel(second.id)
+
+
+def test_a_superseded_execution_stops_its_running_sleep_and_the_newcomer_runs(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine()
+    workflow = apply(
+        "name: latest-wins\non_limit: cancel_running\nmax_parallel_per_key: 1\n"
+        + KEYED
+        + "steps:\n  - name: nap\n    action: test/sleep\n    params: {seconds: 30}\n"
+    )
+    old = run(workflow, customer="acme")
+    wait_for(lambda: StepExecution.objects.filter(execution=old, status="running").exists())
+    superseded_at = timezone.now()
+    newcomer = run(workflow, customer="acme")
+    assert newcomer.status == "pending"
+    stopped_after = seconds_until_its_step_stops(old, since=superseded_at)
+    print(f"\nthe superseded execution's 30 s sleep stopped {stopped_after:.2f} s after")
+    assert stopped_after < 5, stopped_after  # well before the 30 s sleep would have ended
+    old.refresh_from_db()
+    assert (old.status, old.error) == ("cancelled", f"superseded by {newcomer.id}")
+    wait_for(lambda: StepExecution.objects.filter(execution=newcomer, status="running").exists())
+    execution_cancel(newcomer.id)
+
+
+def seconds_until_its_step_stops(execution: Execution, *, since: datetime) -> float:
+    """How long after `since` the execution's running step ended cancelled."""
+    step = wait_for(
+        lambda: StepExecution.objects.filter(execution=execution, status="cancelled").first(),
+        timeout=5,
+    )
+    return (step.completed_at - since).total_seconds()
 
 
 def test_an_expression_error_fails_the_step_naming_the_expression(
