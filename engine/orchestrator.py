@@ -189,8 +189,8 @@ def _advance(execution: Execution, rows: list[StepExecution]) -> None:
     spec = spec_of(execution.version)
     deadline = workflow_deadline(execution, spec)
     if deadline is not None and timezone.now() >= deadline:
-        lifecycle.execution_finish(
-            execution.id,
+        lifecycle.execution_finish_locked(
+            execution,
             status=Status.TIMED_OUT,
             error=f"workflow timed out after {spec.timeout:g}s",
         )
@@ -208,7 +208,7 @@ def _advance(execution: Execution, rows: list[StepExecution]) -> None:
         _advance_step(plan, step)
     outcome = _outcome(plan)
     if outcome is not None:
-        lifecycle.execution_finish(execution.id, status=outcome[0], error=outcome[1])
+        lifecycle.execution_finish_locked(execution, status=outcome[0], error=outcome[1])
 
 
 def _branch_counts(execution: Execution) -> dict[str, _Branches]:

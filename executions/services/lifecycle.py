@@ -1,4 +1,5 @@
-"""Transitions of an execution. Every terminal status is reached through `execution_finish`,
+"""Transitions of an execution. Every terminal status is reached through `execution_finish` (or
+`execution_finish_locked`, its second half, for a row the caller already read under its lock),
 which saves the row so the post_save receiver (signals.py) schedules promotion after commit."""
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ def execution_finish(
 ) -> bool:
     """Move a live execution to a terminal status; False when it was already terminal, or not
     in `only_from` when given."""
-    assert status in TERMINAL, status
     # Inside a caller's transaction (the engine finishes executions in batches), no savepoint:
     # it would cost two round trips, and any error here fails the caller's transaction anyway.
     with transaction.atomic(savepoint=False):
@@ -43,8 +43,18 @@ def execution_finish(
             .select_related("team", "workflow")
             .get(id=execution_id)
         )
-        if execution.status in TERMINAL or only_from not in (None, execution.status):
+        if only_from not in (None, execution.status):
             return False
+        return execution_finish_locked(execution, status=status, error=error)
+
+
+def execution_finish_locked(execution: Execution, *, status: str, error: str = "") -> bool:
+    """`execution_finish` for an execution the caller's transaction read under its row lock (the
+    orchestrator's advance), with its team and workflow: no second read."""
+    assert status in TERMINAL, status
+    if execution.status in TERMINAL:
+        return False
+    with transaction.atomic(savepoint=False):
         execution.status = status
         execution.error = error
         execution.blocked_by = None
@@ -52,7 +62,7 @@ def execution_finish(
         execution.save(update_fields=["status", "error", "blocked_by", "completed_at"])
         # Steps not held by a runner end here; a running attempt sees the status on its next
         # heartbeat and ends itself (or the reaper ends it when its lease expires).
-        StepExecution.objects.filter(execution_id=execution_id).filter(
+        StepExecution.objects.filter(execution_id=execution.id).filter(
             Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_owner="")
         ).update(status=StepStatus.CANCELLED, completed_at=Now())
     return True
