@@ -21,7 +21,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from core import locks
-from executions.services.admission import QUEUE_FULL, ConcurrencyLimitExceeded
+from executions.services.admission import QUEUE_FULL, RATE, ConcurrencyLimitExceeded
 from executions.services.idempotency import IdempotencyKeyReused
 from executions.services.lifecycle import ExecutionBusy, NotCancellable
 from executions.services.named_limits import NamedLimitInUse
@@ -39,9 +39,18 @@ BUSY_RETRY_AFTER = "1"
 class ApiError(exceptions.APIException):
     """An error with a machine code, a human message and optional extra fields."""
 
-    def __init__(self, status_code: int, code: str, detail: str, **extra: Any) -> None:
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        detail: str,
+        *,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         self.status_code = status_code
         self.code = code
+        self.headers = headers or {}
         self.extra = extra
         super().__init__(detail=detail, code=code)
 
@@ -73,9 +82,14 @@ def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:
 def _translate(exc: Exception) -> ApiError | None:
     """The services' exceptions as API errors."""
     if isinstance(exc, ConcurrencyLimitExceeded):
-        code = QUEUE_FULL if exc.scope == QUEUE_FULL else "concurrency_limit"
+        codes = {QUEUE_FULL: QUEUE_FULL, RATE: "rate_limited"}
+        code = codes.get(exc.scope, "concurrency_limit")
         named = {} if exc.name is None else {"name": exc.name}
-        return ApiError(429, code, str(exc), scope=exc.scope, limit=exc.limit, **named)
+        # Over a rate the wait is known (unlike a slot's): Retry-After says it.
+        headers = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+        return ApiError(
+            429, code, str(exc), headers=headers, scope=exc.scope, limit=exc.limit, **named
+        )
     if isinstance(exc, NamedLimitInUse):
         return ApiError(
             409, "limit_in_use", str(exc), workflows=exc.workflows, executions=exc.executions
@@ -126,7 +140,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body = error_body(code, _message(exc.detail))
         if isinstance(exc, exceptions.ValidationError):
             body["errors"] = exc.detail
-    headers = {}
+    headers = dict(exc.headers) if isinstance(exc, ApiError) else {}
     if auth_header := getattr(exc, "auth_header", None):
         headers["WWW-Authenticate"] = auth_header
     return Response(body, status=exc.status_code, headers=headers)

@@ -32,6 +32,7 @@ class BlockedBy(models.TextChoices):
     WORKFLOW = "workflow"
     KEY = "key"
     LIMIT = "limit"
+    RATE = "rate"
 
 
 class Execution(models.Model):
@@ -63,6 +64,8 @@ class Execution(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     queued_at = models.DateTimeField(null=True, blank=True)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    # When it became pending (admitted pending, or promoted): what a rate limit counts.
+    pending_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
@@ -86,6 +89,12 @@ class Execution(models.Model):
                 fields=["named_limits"],
                 name="execution_limit_holders",
                 condition=Q(status__in=SLOT_HOLDING),
+            ),
+            # The executions of a workflow that became pending in a rate limit's window.
+            models.Index(
+                fields=["workflow", "pending_at"],
+                name="execution_rate_window",
+                condition=Q(pending_at__isnull=False),
             ),
             # The queue in FIFO order, per team; per key of a workflow (unkeyed executions share
             # the key "") in promotion order: a key's head, its positions, the workflow's queue.

@@ -58,6 +58,11 @@ class WorkflowVersion(models.Model):
     max_queued = models.PositiveIntegerField(default=0)
     # The team's named limits its executions hold a slot of (`limits:`), by name.
     limits = ArrayField(models.CharField(max_length=63), default=list, blank=True)
+    # rate_limit: at most rate_max executions become pending per trailing rate_period (per key
+    # when rate_per_key); rate_max 0 = none.
+    rate_max = models.PositiveIntegerField(default=0)
+    rate_period = models.DurationField(null=True, blank=True)
+    rate_per_key = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 
@@ -59,6 +60,9 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             max_parallel_per_key=spec.max_parallel_per_key,
             max_queued=spec.max_queued,
             limits=list(spec.limits),
+            rate_max=spec.rate_max,
+            rate_period=timedelta(seconds=spec.rate_period) if spec.rate_max else None,
+            rate_per_key=spec.rate_per_key,
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])
@@ -66,6 +70,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         if current is not None and (
             loosens(current.max_parallel_executions, version.max_parallel_executions)
             or loosens(current.max_parallel_per_key, version.max_parallel_per_key)
+            or loosens(current.rate_max, version.rate_max)
         ):
             limit_loosened.send(sender=WorkflowVersion, team_id=team.id)
     return Applied(workflow=workflow, version=version, created=created, changed=True)

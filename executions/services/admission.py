@@ -30,18 +30,30 @@ from workflows.schema import WorkflowSpec, validate_inputs
 
 # The scope of a rejection by `max_queued` (429 `queue_full`).
 QUEUE_FULL = "queue_full"
+# The scope of a rejection by `rate_limit` (429 `rate_limited`, with Retry-After).
+RATE = "rate"
 
 
 class ConcurrencyLimitExceeded(Exception):
     """The workflow rejects when full (`on_limit: reject`) and a limit is reached, or its queue
     is full (`max_queued`, scope QUEUE_FULL)."""
 
-    def __init__(self, *, scope: str, limit: int, name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        scope: str,
+        limit: int,
+        name: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         self.scope = scope
         self.limit = limit
         self.name = name  # the named limit's, when the scope is "limit"
+        self.retry_after = retry_after  # seconds until the window admits one, scope RATE
         if scope == QUEUE_FULL:
             super().__init__(f"the queue is full ({limit} queued, max_queued)")
+        elif scope == RATE:
+            super().__init__(f"rate limit of {limit} reached; retry in {retry_after} s")
         elif name is not None:
             super().__init__(f"{scope} {name!r} concurrency limit of {limit} reached")
         else:
@@ -185,14 +197,16 @@ def _admit_locked(
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
             },
         )
-        outcome, scope, limit, name, created_at, position, superseded = cursor.fetchone()
+        outcome, scope, limit, name, retry_after, created_at, position, superseded = (
+            cursor.fetchone()
+        )
         if superseded is not None:
             execution_finish(
                 superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
             )
     if outcome == REJECTED:
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
-        raise ConcurrencyLimitExceeded(scope=scope, limit=limit, name=name)
+        raise ConcurrencyLimitExceeded(scope=scope, limit=limit, name=name, retry_after=retry_after)
     row = {
         **fields,
         "id": execution_id,
@@ -206,6 +220,7 @@ def _admit_locked(
         "created_at": created_at,
         "queued_at": created_at if outcome == Status.QUEUED else None,
         "promoted_at": None,
+        "pending_at": created_at if outcome == Status.PENDING else None,
         "started_at": None,
         "completed_at": None,
     }

@@ -3,9 +3,10 @@ within a workflow its keys round-robin, the least recently promoted key first, o
 within a key (promotion.sql's fair_queue_heads); across the team's workflows the oldest head
 first.
 
-Runs after the commit of every terminal transition (signals.py), when a limit is raised, and from
-the backup poller. Same lock order as admission: team, then the named limits its queue holds in
-name order, then its queued workflows in id order.
+Runs after the commit of every terminal transition (signals.py), when a limit is raised, from
+the engine clock for queues waiting for a rate window, and from the backup poller. Same lock
+order as admission: team, then the named limits its queue holds in name order, then its queued
+workflows in id order.
 """
 
 from __future__ import annotations
@@ -35,6 +36,20 @@ class _QueuedWorkflow:
     name: str
     free: float
     per_key: int
+    rate_max: int
+    rate_period: float | None
+    rate_per_key: bool
+
+    @classmethod
+    def from_row(cls, row: tuple) -> _QueuedWorkflow:
+        """A promotion_state row: a rate not per key bounds the workflow's free slots by the
+        room in its window."""
+        id_, name, limit, per_key, holders = row[:5]
+        rate_max, rate_period, rate_per_key, window = row[8:12]
+        free = _free(holders, limit)
+        if rate_max and not rate_per_key:
+            free = min(free, max(0, rate_max - window))
+        return cls(id_, name, free, per_key, rate_max, rate_period, rate_per_key)
 
 
 def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
@@ -56,10 +71,7 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             rows = cursor.fetchall()
             team_slug, team_override, team_holders = rows[0][5:8]
             team_free = _free(team_holders, effective_team_limit(team_override))
-            workflows = [
-                _QueuedWorkflow(id=row[0], name=row[1], free=_free(row[4], row[2]), per_key=row[3])
-                for row in rows
-            ]
+            workflows = [_QueuedWorkflow.from_row(row) for row in rows]
             chosen = _fair_heads(cursor, workflows, team_free, limits_free)
             promoted = []
             if chosen:
@@ -102,6 +114,15 @@ def queue_promote_all(*, trigger: str) -> int | None:
         return promoted
 
 
+def queue_promote_rate_windows() -> int:
+    """The engine clock's pass (every RESOLUTION): promote the teams with a queue in a workflow
+    that has a rate limit, so one is promoted within a tick of the moment its window admits it."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["teams_waiting_for_a_rate"])
+        team_ids = sorted(row[0] for row in cursor.fetchall())
+    return sum(len(queue_promote(team_id, trigger="rate")) for team_id in team_ids)
+
+
 def _free(holders: int, limit: int) -> float:
     return math.inf if limit == 0 else max(0, limit - holders)
 
@@ -127,6 +148,9 @@ def _fair_heads(
                 "workflow_id": workflow.id,
                 "per_key": workflow.per_key,
                 "limit": None if math.isinf(take) else int(take),
+                "rate_per_key": workflow.rate_per_key and workflow.rate_max > 0,
+                "rate_max": workflow.rate_max,
+                "rate_period": workflow.rate_period,
             },
         )
         candidates.append(

@@ -15,6 +15,9 @@ SELECT t.max_concurrent_executions,
        v.on_limit,
        v.max_parallel_per_key,
        v.max_queued,
+       v.rate_max,
+       extract(epoch FROM v.rate_period)::float8,
+       v.rate_per_key,
        (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
          LIMIT coalesce(t.max_concurrent_executions, %(default_team_limit)s)) AS holders),
@@ -60,6 +63,19 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'limit'
            AND e.blocked_by_limit = %(limit_name)s)
 
+-- name: rate_window_full_until
+-- A rate limit's window as a newcomer finds it: the %(rate_max)s-th newest execution of the
+-- workflow (of the newcomer's key when per key) that became pending in the trailing
+-- %(rate_period)s seconds. While there is one the window is full, until that one leaves it: the
+-- moment returned (no row: there is room now). Reads at most %(rate_max)s rows.
+SELECT e.pending_at + make_interval(secs => %(rate_period)s)
+  FROM executions_execution e
+ WHERE e.workflow_id = %(workflow_id)s
+   AND e.pending_at > clock_timestamp() - make_interval(secs => %(rate_period)s)
+   AND (NOT %(rate_per_key)s OR e.concurrency_key = %(concurrency_key)s)
+ ORDER BY e.pending_at DESC
+ OFFSET %(rate_max)s - 1 LIMIT 1
+
 -- name: oldest_key_holder
 -- on_limit cancel_running: the slot holder of the newcomer's key (its workflow's when unkeyed,
 -- the key '') that it supersedes.
@@ -92,12 +108,13 @@ SELECT count(*) - (%(superseded)s IS NOT NULL)::int >= %(max_queued)s
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
         blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority, error,
-        created_at, queued_at)
+        created_at, queued_at, pending_at)
 VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
         %(inputs)s, %(trigger)s, %(forced)s, %(blocked_by)s, %(blocked_by_limit)s,
         %(named_limits)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, '',
         %(created_at)s,
-        CASE WHEN %(status)s = 'queued' THEN %(created_at)s END)
+        CASE WHEN %(status)s = 'queued' THEN %(created_at)s END,
+        CASE WHEN %(status)s = 'pending' THEN %(created_at)s END)
 
 -- name: admit
 -- One admission: the whole locked part in one round trip (mantle_admit.sql).

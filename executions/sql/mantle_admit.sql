@@ -5,8 +5,10 @@
 -- when unkeyed: every execution then has the key ''), nor one that waits for a slot of its
 -- workflow, of one of its named limits or of its team (it queues, and its priority places it in
 -- its queue); the team is checked first, then the named limits by name, then the key, then the
--- workflow; `forced` skips the checks (a forced execution still holds its named limits). Each statement of a VOLATILE function takes a fresh snapshot in READ
--- COMMITTED: the state read after the locks sees every commit made before they were granted.
+-- workflow, then its rate window; `forced` skips the checks (a forced execution still holds its
+-- named limits and counts in its rate window). Each statement of a VOLATILE function takes a
+-- fresh snapshot in READ COMMITTED: the state read after the locks sees every commit made before
+-- they were granted.
 -- Lock keys come in as arguments (core.locks stays their single source). {name} is the named
 -- query of that name with each %(param)s read from the variable _param.
 
@@ -15,7 +17,7 @@ CREATE OR REPLACE FUNCTION mantle_admit(
     _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
     _priority int, _default_team_limit int, _team_namespace int, _limit_namespace int,
     _workflow_namespace int, _key_namespace int, _key_lock int, _lock_timeout text)
-RETURNS TABLE(outcome text, scope text, scope_limit int, scope_name text,
+RETURNS TABLE(outcome text, scope text, scope_limit int, scope_name text, retry_after int,
               admitted_at timestamptz, queue_position bigint, superseded uuid)
 LANGUAGE plpgsql VOLATILE AS $admit$
 DECLARE
@@ -24,6 +26,10 @@ DECLARE
     _on_limit text;
     _key_limit int;
     _max_queued int;
+    _rate_max int;
+    _rate_period float8;
+    _rate_per_key boolean;
+    _rate_full_until timestamptz;
     _queue_full boolean;
     _team_holders bigint;
     _workflow_holders bigint;
@@ -62,7 +68,8 @@ BEGIN
     {admission_flow_locks};
     IF NOT _forced THEN
         {admission_state}
-          INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _team_holders,
+          INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _rate_max,
+               _rate_period, _rate_per_key, _team_holders,
                _workflow_holders, _key_holders, _workflow_has_blocked_queue, _key_has_queue,
                _team_has_blocked_queue;
         _team_limit := coalesce(_team_limit, _default_team_limit);
@@ -75,16 +82,29 @@ BEGIN
         ELSIF _workflow_has_blocked_queue
               OR (_workflow_limit > 0 AND _workflow_holders >= _workflow_limit) THEN
             _blocked_by := 'workflow';
-        ELSIF _key_has_queue THEN
-            -- Its key's queue, not yet promoted into the slot a completion just freed.
-            _blocked_by := CASE WHEN _concurrency_key = '' THEN 'workflow' ELSE 'key' END;
+        ELSE
+            IF _rate_max > 0 THEN
+                -- The rate window: rows that became pending, counted under the workflow's lock
+                -- (the key's when per key; promotion takes the workflow's, covering its keys).
+                {rate_window_full_until} INTO _rate_full_until;
+            END IF;
+            IF _rate_full_until IS NOT NULL THEN
+                _blocked_by := 'rate';
+            ELSIF _key_has_queue THEN
+                -- Its key's queue, not yet promoted into the slot a completion just freed.
+                _blocked_by := CASE WHEN _concurrency_key = '' THEN 'workflow' ELSE 'key' END;
+            END IF;
         END IF;
         IF _blocked_by IS NOT NULL AND _on_limit = 'reject' THEN
             RETURN QUERY SELECT 'rejected', _blocked_by,
                 CASE _blocked_by WHEN 'team' THEN _team_limit WHEN 'key' THEN _key_limit
                                  WHEN 'limit' THEN _blocked_limit_max
+                                 WHEN 'rate' THEN _rate_max
                                  ELSE _workflow_limit END,
                 CASE WHEN _blocked_by = 'limit' THEN _blocked_by_limit END,
+                -- Over the rate: whole seconds until the window admits one (at least 1).
+                CASE WHEN _blocked_by = 'rate' THEN greatest(1, ceil(extract(epoch FROM
+                    _rate_full_until - clock_timestamp())))::int END,
                 NULL::timestamptz, NULL::bigint, NULL::uuid;
             RETURN;
         END IF;
@@ -107,7 +127,7 @@ BEGIN
             {key_queue_full} INTO _queue_full;
             IF _queue_full THEN
                 RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::text,
-                    NULL::timestamptz, NULL::bigint, NULL::uuid;
+                    NULL::int, NULL::timestamptz, NULL::bigint, NULL::uuid;
                 RETURN;
             END IF;
         END IF;
@@ -123,10 +143,11 @@ BEGIN
     _created_at := clock_timestamp();
     {admission_insert};
     IF _status = 'pending' THEN
-        RETURN QUERY SELECT _status, NULL::text, NULL::int, NULL::text, _created_at,
+        RETURN QUERY SELECT _status, NULL::text, NULL::int, NULL::text, NULL::int, _created_at,
             NULL::bigint, _superseded;
     ELSE
-        RETURN QUERY SELECT _status, _blocked_by, NULL::int, _blocked_by_limit, _created_at,
+        RETURN QUERY SELECT _status, _blocked_by, NULL::int, _blocked_by_limit, NULL::int,
+            _created_at,
             -- Its place once the superseded one (older: ahead unless of lower priority) is gone.
             ({queue_position}) - (SELECT count(*) FROM executions_execution v
                                    WHERE v.id = _superseded AND v.priority >= _priority),

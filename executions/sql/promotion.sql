@@ -26,14 +26,20 @@ SELECT l.id, l.max,
 
 -- name: promotion_state
 -- Per queued workflow of the team: its limit, slot holders and name; with the team's limit and
--- slot holders repeated on each row.
+-- slot holders repeated on each row; then its rate limit and (not per key) the executions that
+-- became pending in its window.
 SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
        (SELECT count(*) FROM executions_execution e
          WHERE e.team_id = w.team_id AND e.workflow_id = w.id
            AND e.status IN {slot_holding}),
        t.slug, t.max_concurrent_executions,
        (SELECT count(*) FROM executions_execution e
-         WHERE e.team_id = t.id AND e.status IN {slot_holding})
+         WHERE e.team_id = t.id AND e.status IN {slot_holding}),
+       v.rate_max, extract(epoch FROM v.rate_period)::float8, v.rate_per_key,
+       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+         WHERE e.workflow_id = w.id AND NOT v.rate_per_key
+           AND e.pending_at > statement_timestamp() - v.rate_period
+         LIMIT v.rate_max) AS in_window)
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   JOIN teams_team t ON t.id = w.team_id
@@ -43,7 +49,9 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
 -- The next %(limit)s (NULL: all) queued executions of a workflow in promotion order: its keys
 -- round-robin (unkeyed executions share the key ''), each round taking the higher-priority
 -- heads first, then the key promoted least recently first (never: before all others; ties: the
--- oldest head first), within a key higher priority first and oldest first among equals, a key at most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited). The
+-- oldest head first), within a key higher priority first and oldest first among equals, a key at
+-- most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per
+-- key, what its window has room for. The
 -- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
 -- are found by a loose index scan (one probe of execution_key_queue per key).
 WITH RECURSIVE keys(key) AS (
@@ -58,11 +66,18 @@ WITH RECURSIVE keys(key) AS (
       FROM keys WHERE keys.key IS NOT NULL
 ), state AS (
     SELECT k.key,
-           CASE WHEN %(per_key)s = 0 THEN %(limit)s
-                ELSE least(%(limit)s, %(per_key)s - (
-                    SELECT count(*) FROM executions_execution e
-                     WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
-                       AND e.status IN {slot_holding})) END AS free,
+           least(CASE WHEN %(per_key)s = 0 THEN %(limit)s
+                      ELSE least(%(limit)s, %(per_key)s - (
+                          SELECT count(*) FROM executions_execution e
+                           WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+                             AND e.status IN {slot_holding})) END,
+                 -- A rate per key: what its window has room for (NULL, ignored, otherwise).
+                 CASE WHEN %(rate_per_key)s THEN %(rate_max)s - (
+                     SELECT count(*) FROM executions_execution e
+                      WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+                        AND e.pending_at > statement_timestamp()
+                                           - make_interval(secs => %(rate_period)s)) END)
+             AS free,
            (SELECT max(e.promoted_at) FROM executions_execution e
              WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
                AND e.promoted_at IS NOT NULL) AS last_promoted
@@ -84,15 +99,16 @@ SELECT q.id, q.priority, q.created_at, q.named_limits
 
 -- name: promote
 UPDATE executions_execution
-   SET status = 'pending', promoted_at = statement_timestamp(), blocked_by = NULL,
-       blocked_by_limit = NULL
+   SET status = 'pending', promoted_at = statement_timestamp(), pending_at = statement_timestamp(),
+       blocked_by = NULL, blocked_by_limit = NULL
  WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, workflow_id, promoted_at - queued_at
 
 -- name: relabel_queue
 -- What blocks the executions still queued: the team when it is full (%(team_full)s); else the
 -- first (by name) of their named limits that is full; else their key when it holds all its
--- slots (max_parallel_per_key of its workflow's current version); else their workflow.
+-- slots (max_parallel_per_key of its workflow's current version); else their rate window when
+-- it is full; else their workflow.
 WITH full_limits AS (
     SELECT l.id, l.name
       FROM teams_namedlimit l
@@ -100,6 +116,20 @@ WITH full_limits AS (
        AND (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
              WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}
              LIMIT l.max) AS holders) >= l.max
+), full_rates AS (
+    -- The (workflow, key) pairs of the queue whose rate window is full (the workflow's window
+    -- when its rate is not per key).
+    SELECT k.workflow_id, k.concurrency_key
+      FROM (SELECT DISTINCT q.workflow_id, q.concurrency_key FROM executions_execution q
+             WHERE q.team_id = %(team_id)s AND q.status = 'queued') k
+      JOIN workflows_workflowdefinition w ON w.id = k.workflow_id
+      JOIN workflows_workflowversion v ON v.id = w.current_version_id
+     WHERE v.rate_max > 0
+       AND (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
+             WHERE e.workflow_id = k.workflow_id
+               AND (NOT v.rate_per_key OR e.concurrency_key = k.concurrency_key)
+               AND e.pending_at > statement_timestamp() - v.rate_period
+             LIMIT v.rate_max) AS in_window) >= v.rate_max
 ), full_keys AS (
     SELECT e.workflow_id, e.concurrency_key
       FROM executions_execution e
@@ -114,11 +144,14 @@ WITH full_limits AS (
            CASE WHEN %(team_full)s THEN 'team'
                 WHEN l.name IS NOT NULL THEN 'limit'
                 WHEN f.workflow_id IS NOT NULL THEN 'key'
+                WHEN r.workflow_id IS NOT NULL THEN 'rate'
                 ELSE 'workflow' END AS blocked_by,
            CASE WHEN NOT %(team_full)s THEN l.name END AS blocked_by_limit
       FROM executions_execution q
       LEFT JOIN full_keys f
         ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
+      LEFT JOIN full_rates r
+        ON r.workflow_id = q.workflow_id AND r.concurrency_key = q.concurrency_key
       LEFT JOIN LATERAL (SELECT fl.name FROM full_limits fl
                           WHERE fl.id = ANY(q.named_limits)
                           ORDER BY fl.name LIMIT 1) l ON true
@@ -133,3 +166,14 @@ UPDATE executions_execution e
 
 -- name: teams_with_queue
 SELECT DISTINCT team_id FROM executions_execution WHERE status = 'queued'
+
+-- name: teams_waiting_for_a_rate
+-- The teams with a queue in a workflow that has a rate limit (one probe of execution_key_queue
+-- per such workflow). Not by blocked_by: a label written a moment before the window moved may
+-- say "workflow" of one that waits for its window.
+SELECT DISTINCT w.team_id
+  FROM workflows_workflowdefinition w
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE v.rate_max > 0
+   AND EXISTS (SELECT 1 FROM executions_execution e
+                WHERE e.workflow_id = w.id AND e.status = 'queued')

@@ -1,5 +1,5 @@
 """Named limits over HTTP (CONTRACT §9): list, set, delete, and the 202 / 429 of a run that one
-of them blocks."""
+of them blocks; a rate limit's 429 `rate_limited` with Retry-After."""
 
 from __future__ import annotations
 
@@ -91,3 +91,14 @@ def test_an_unknown_limit_in_a_put_workflow_is_400_at_its_path(api):
             "line": 4,
         }
     ]
+
+
+def test_over_http_it_is_429_rate_limited_with_retry_after(api, team, make_workflow):
+    extra = "rate_limit: {max: 1, period: 1m}\n"
+    make_workflow(team, "rated", on_limit="reject", extra=extra)
+    assert api.post("/api/v1/run/rated").status_code == 202
+    response = api.post("/api/v1/run/rated")
+    assert response.status_code == 429
+    assert response.json()["error"] == "rate_limited"
+    assert response.json()["scope"] == "rate"
+    assert 59 <= int(response["Retry-After"]) <= 60

@@ -1,7 +1,7 @@
 """The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
 `max_parallel_executions` — the concurrency key and its limit, the priority, `on_limit`, and
-the queue's bounds (`max_queued`, `queue_timeout`), and the team's named limits it holds a slot
-of (`limits`).
+the queue's bounds (`max_queued`, `queue_timeout`), the team's named limits it holds a slot
+of (`limits`), and its rate limit (`rate_limit: {max, period, per_key}`).
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
 priority an int 0-9 or one such expression; both are checked here when the workflow is applied
@@ -42,6 +42,17 @@ class FlowControl:
     queue_timeout: float | None = None  # seconds
     queue_timeout_text: str | None = None  # as written, for the error that names it
     limits: tuple[str, ...] = ()  # named limits of the team, by name
+    rate: RateLimit | None = None
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most `max` executions become pending in any trailing `period` seconds (of one key
+    when `per_key`)."""
+
+    max: int
+    period: float
+    per_key: bool = False
 
 
 def flow_control_read(
@@ -75,7 +86,42 @@ def flow_control_read(
         queue_timeout=_timeout(doc, root.get("queue_timeout")),
         queue_timeout_text=_as_written(root.get("queue_timeout")),
         limits=_limits(doc, root.get("limits", []), limit_names),
+        rate=_rate(doc, root.get("rate_limit"), keyed=key is not None),
     )
+
+
+_RATE_KEYS = frozenset({"max", "period", "per_key"})
+
+
+def _rate(doc: Document, value: object, *, keyed: bool) -> RateLimit | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        doc.error("rate_limit", "must be a mapping: {max, period, per_key}")
+        return None
+    for key in sorted(set(value) - _RATE_KEYS):
+        doc.error(f"rate_limit.{key}", f'unknown key "{key}"', at_key=True)
+    most = value.get("max")
+    if not (isinstance(most, int) and not isinstance(most, bool) and most > 0):
+        doc.error("rate_limit.max", "must be an integer > 0")
+        most = 1
+    period = 1.0
+    if "period" not in value:
+        doc.missing("rate_limit", "period")
+    else:
+        try:
+            period = parse_duration(value["period"])
+        except (TypeError, ValueError) as exc:
+            doc.error("rate_limit.period", str(exc))
+    if period <= 0:
+        doc.error("rate_limit.period", "must be a duration greater than zero")
+    per_key = value.get("per_key", False)
+    if not isinstance(per_key, bool):
+        doc.error("rate_limit.per_key", "must be true or false")
+        per_key = False
+    elif per_key and not keyed:
+        doc.error("rate_limit.per_key", "is only valid together with concurrency_key")
+    return RateLimit(max=most, period=period, per_key=per_key)
 
 
 def _limits(doc: Document, value: object, known: frozenset[str] | None) -> tuple[str, ...]:

@@ -106,6 +106,9 @@ class WorkflowSpec:
     queue_timeout: float | None = None  # seconds
     queue_timeout_text: str | None = None  # as written
     limits: tuple[str, ...] = ()  # the team's named limits it holds a slot of
+    rate_max: int = 0  # rate_limit.max; 0 = no rate limit
+    rate_period: float = 0.0  # rate_limit.period, seconds
+    rate_per_key: bool = False
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -125,6 +128,9 @@ class WorkflowSpec:
             "queue_timeout": self.queue_timeout,
             "queue_timeout_text": self.queue_timeout_text,
             "limits": list(self.limits),
+            "rate_max": self.rate_max,
+            "rate_period": self.rate_period,
+            "rate_per_key": self.rate_per_key,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -146,5 +152,8 @@ class WorkflowSpec:
             queue_timeout=data.get("queue_timeout"),
             queue_timeout_text=data.get("queue_timeout_text"),
             limits=tuple(data.get("limits", ())),
+            rate_max=data.get("rate_max", 0),
+            rate_period=data.get("rate_period", 0.0),
+            rate_per_key=data.get("rate_per_key", False),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

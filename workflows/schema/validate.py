@@ -43,6 +43,7 @@ _WORKFLOW_KEYS = frozenset(
         "max_queued",
         "queue_timeout",
         "limits",
+        "rate_limit",
         "steps",
     }
 )
@@ -136,6 +137,9 @@ class _Validator:
             queue_timeout=flow.queue_timeout,
             queue_timeout_text=flow.queue_timeout_text,
             limits=flow.limits,
+            rate_max=flow.rate.max if flow.rate else 0,
+            rate_period=flow.rate.period if flow.rate else 0.0,
+            rate_per_key=flow.rate.per_key if flow.rate else False,
             steps=steps,
         )
 
