@@ -1,5 +1,6 @@
-"""Concurrency keys over HTTP (CONTRACT §9): the 202 body and the execution's JSON, 429 with the
-key's scope, 400 for a key that cannot be evaluated, and 400 at apply time for a bad key."""
+"""Concurrency keys over HTTP (CONTRACT §9): the 202 body and the execution's JSON, 400 for a key
+that cannot be evaluated, and 400 at apply time for a bad key (429 with the key's scope:
+test_api_run's TestRejection)."""
 
 from __future__ import annotations
 
@@ -41,19 +42,6 @@ def test_the_202_body_and_the_execution_name_the_key(api, team, make_workflow):
         "acme",
     )
     assert detail["queue_position"] == 1
-
-
-def test_a_full_key_of_a_rejecting_workflow_is_429_with_its_scope(api, team, make_workflow):
-    make_workflow(team, on_limit="reject", extra=KEYED)
-    assert run(api, "acme").status_code == 202
-    response = run(api, "acme")
-    assert response.status_code == 429
-    assert response.json() == {
-        "error": "concurrency_limit",
-        "detail": "key concurrency limit of 1 reached",
-        "scope": "key",
-        "limit": 1,
-    }
 
 
 def test_a_key_that_fails_at_admission_is_400_and_writes_nothing(api, team, make_workflow):

@@ -8,7 +8,7 @@ from api.serializers import AdmissionOutput
 from executions.models import Execution, Status
 from teams.services import team_set_limit
 from tests.api.conftest import client_of
-from tests.factories import workflow_yaml
+from tests.factories import KEYED, workflow_yaml
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db
@@ -69,15 +69,24 @@ class TestAdmission:
 
 
 class TestRejection:
-    def test_it_rejects_with_429_scope_and_limit_and_writes_nothing(self, api, team, make_workflow):
-        make_workflow(team, limit=1, on_limit="reject")
-        run(api)
-        response = run(api)
+    @pytest.mark.parametrize(
+        ("scope", "limit", "extra", "body"),
+        [
+            ("workflow", 1, "", None),
+            ("key", 0, f"{KEYED}max_parallel_per_key: 1\n", {"inputs": {"customer": "acme"}}),
+        ],
+    )
+    def test_it_rejects_with_429_scope_and_limit_and_writes_nothing(
+        self, api, team, make_workflow, scope, limit, extra, body
+    ):
+        make_workflow(team, limit=limit, on_limit="reject", extra=extra)
+        run(api, body=body)
+        response = run(api, body=body)
         assert response.status_code == 429
         assert response.json() == {
             "error": "concurrency_limit",
-            "detail": "workflow concurrency limit of 1 reached",
-            "scope": "workflow",
+            "detail": f"{scope} concurrency limit of 1 reached",
+            "scope": scope,
             "limit": 1,
         }
         assert "Retry-After" not in response

@@ -3,6 +3,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from django.db import connections
@@ -13,6 +15,8 @@ from executions.services.admission import ConcurrencyLimitExceeded, execution_ad
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
 from tests.concurrency.harness import run_in_threads
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,9 +46,9 @@ def complete_holders(workflow_ids: list[int], until: threading.Event) -> int:
     return finished
 
 
-def flood(team: Team, workflows: list, *, admissions: int, threads: int = 16) -> list[str]:
-    """`admissions` concurrent admissions spread over the workflows while two threads finish
-    slot holders concurrently."""
+def with_completions(workflows: list, run: Callable[[], T]) -> T:
+    """Run `run()` while two threads finish random slot holders of the workflows (each finish
+    promotes)."""
     done = threading.Event()
     ids = [w.id for w in workflows]
     completers = [
@@ -53,14 +57,20 @@ def flood(team: Team, workflows: list, *, admissions: int, threads: int = 16) ->
     ]
     for completer in completers:
         completer.start()
-    targets = [workflows[i % len(workflows)] for i in range(admissions)]
-    jobs = [(lambda w=w: admit_or_reject(team, w)) for w in targets]
     try:
-        return run_in_threads(jobs, threads=threads)  # type: ignore[return-value]
+        return run()
     finally:
         done.set()
         for completer in completers:
             completer.join()
+
+
+def flood(team: Team, workflows: list, *, admissions: int, threads: int = 16) -> list[str]:
+    """`admissions` concurrent admissions spread over the workflows while two threads finish
+    slot holders concurrently."""
+    targets = [workflows[i % len(workflows)] for i in range(admissions)]
+    jobs = [(lambda w=w: admit_or_reject(team, w)) for w in targets]
+    return with_completions(workflows, lambda: run_in_threads(jobs, threads=threads))  # type: ignore[return-value]
 
 
 def drain(workflows: list) -> None:

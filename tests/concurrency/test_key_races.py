@@ -5,7 +5,6 @@ every observation; and the same flood without locks, which the sampler catches."
 from __future__ import annotations
 
 import multiprocessing
-import threading
 
 import pytest
 from django.db import connections
@@ -14,10 +13,7 @@ from executions.models import Execution, Status
 from executions.services.admission import execution_admit
 from teams.models import Team
 from tests.concurrency.harness import KeySampler, run_in_threads
-from tests.concurrency.test_admission_races import (
-    complete_holders,
-    drain,
-)
+from tests.concurrency.test_admission_races import drain, with_completions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,28 +35,9 @@ def admit(team: Team, workflow, n: int) -> str:
     return execution_admit(team=team, workflow=workflow, inputs=inputs).execution.status
 
 
-def with_completions(workflow, run):  # type: ignore[no-untyped-def]
-    """Run `run()` while two threads finish random slot holders (each finish promotes)."""
-    done = threading.Event()
-    completers = [
-        threading.Thread(
-            target=lambda: (complete_holders([workflow.id], done), connections.close_all())
-        )
-        for _ in range(2)
-    ]
-    for completer in completers:
-        completer.start()
-    try:
-        return run()
-    finally:
-        done.set()
-        for completer in completers:
-            completer.join()
-
-
 def flood_threads(team: Team, workflow) -> list[str]:
     jobs = [(lambda n=n: admit(team, workflow, n)) for n in range(ADMISSIONS)]
-    return with_completions(workflow, lambda: run_in_threads(jobs, threads=16))
+    return with_completions([workflow], lambda: run_in_threads(jobs, threads=16))
 
 
 def assert_fifo_per_key(workflow) -> None:
@@ -150,7 +127,7 @@ def test_per_key_limits_hold_across_processes(make_team, make_workflow):
             child.join(timeout=120)
             assert child.exitcode == 0
 
-    with_completions(workflow, run)
+    with_completions([workflow], run)
     outcomes = [results.get(timeout=5) for _ in range(ADMISSIONS)]
     drain([workflow])
     watch.stop()

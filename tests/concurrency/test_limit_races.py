@@ -12,8 +12,12 @@ from executions.services.admission import execution_admit
 from teams.models import NamedLimit
 from teams.services import named_limit_set
 from tests.concurrency.harness import CountSampler, run_in_threads
-from tests.concurrency.test_admission_races import assert_promoted_in_fifo_order, drain, flood
-from tests.concurrency.test_key_races import with_completions
+from tests.concurrency.test_admission_races import (
+    assert_promoted_in_fifo_order,
+    drain,
+    flood,
+    with_completions,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,7 +104,7 @@ def test_every_limit_holds_together(make_team, make_workflow):
         for w, i in targets
     ]
     everything = [*workflows, other]
-    outcomes = with_completions(everything[0], lambda: run_in_threads(jobs, threads=16))
+    outcomes = with_completions([everything[0]], lambda: run_in_threads(jobs, threads=16))
     drain(everything)
     watch.stop()
     assert set(outcomes) <= {"pending", "queued"}

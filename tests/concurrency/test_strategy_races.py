@@ -3,16 +3,13 @@ keep_latest flood on one key, with a sampler checking at every observation."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connections
 
 from executions.models import Execution, Status
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
 from tests.concurrency.harness import CountSampler, KeySampler, run_in_threads
-from tests.concurrency.test_admission_races import complete_holders
+from tests.concurrency.test_admission_races import with_completions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,15 +32,6 @@ def test_cancel_running_racing_completions_never_exceeds_a_key(make_team, make_w
     )
     watch = KeySampler(workflow.id)
     watch.start()
-    done = threading.Event()
-    completers = [
-        threading.Thread(
-            target=lambda: (complete_holders([workflow.id], done), connections.close_all())
-        )
-        for _ in range(2)
-    ]
-    for completer in completers:
-        completer.start()
     jobs = [
         (
             lambda n=n: execution_admit(
@@ -52,12 +40,7 @@ def test_cancel_running_racing_completions_never_exceeds_a_key(make_team, make_w
         )
         for n in range(200)
     ]
-    try:
-        admissions = run_in_threads(jobs, threads=16)
-    finally:
-        done.set()
-        for completer in completers:
-            completer.join()
+    admissions = with_completions([workflow], lambda: run_in_threads(jobs, threads=16))
     watch.stop()
     rows = Execution.objects.filter(workflow=workflow)
     assert rows.count() == 200
