@@ -96,18 +96,26 @@ def assert_promoted_in_fifo_order(workflow) -> None:
     assert promoted_at == sorted(promoted_at), "a later execution was promoted first"
 
 
-def test_the_workflow_limit_holds_under_a_flood_with_completions(make_team, make_workflow, sampler):
-    team = make_team()
-    workflow = make_workflow(team, limit=LIMIT)
+def assert_a_flood_keeps_the_workflow_limit(team: Team, workflow, sampler, *, admissions: int):  # type: ignore[no-untyped-def]
+    """Flood the workflow (limit LIMIT) with completions running, then drain it: every admission
+    recorded, at most LIMIT holders in every sample, the queue promoted in FIFO order. Returns
+    the stopped sampler."""
     watch = sampler(team.id)
-    outcomes = flood(team, [workflow], admissions=60)
+    outcomes = flood(team, [workflow], admissions=admissions)
     drain([workflow])
     watch.stop()
     assert sorted(set(outcomes)) <= ["pending", "queued"]
-    assert len(outcomes) == Execution.objects.filter(workflow=workflow).count() == 60
+    assert len(outcomes) == Execution.objects.filter(workflow=workflow).count() == admissions
     assert watch.samples > 20
     assert 0 < watch.max_per_workflow[workflow.id] <= LIMIT
     assert_promoted_in_fifo_order(workflow)
+    return watch
+
+
+def test_the_workflow_limit_holds_under_a_flood_with_completions(make_team, make_workflow, sampler):
+    team = make_team()
+    workflow = make_workflow(team, limit=LIMIT)
+    watch = assert_a_flood_keeps_the_workflow_limit(team, workflow, sampler, admissions=60)
     print(
         f"\nworkflow limit {LIMIT}: max holders seen {watch.max_per_workflow[workflow.id]}"
         f" in {watch.samples} samples"

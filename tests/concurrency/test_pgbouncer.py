@@ -11,9 +11,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from executions.models import Execution
 from tests.concurrency.test_admission_races import (
     LIMIT,
+    assert_a_flood_keeps_the_workflow_limit,
     assert_promoted_in_fifo_order,
     drain,
     flood,
@@ -43,15 +43,7 @@ def test_the_workflow_limit_holds_through_pgbouncer(
     team = make_team()
     workflow = make_workflow(team, limit=LIMIT)
     before = pgbouncer.transactions()
-    watch = sampler(team.id)
-    outcomes = flood(team, [workflow], admissions=80, threads=16)
-    drain([workflow])
-    watch.stop()
-    assert sorted(set(outcomes)) <= ["pending", "queued"]
-    assert len(outcomes) == Execution.objects.filter(workflow=workflow).count() == 80
-    assert watch.samples > 20
-    assert 0 < watch.max_per_workflow[workflow.id] <= LIMIT
-    assert_promoted_in_fifo_order(workflow)
+    watch = assert_a_flood_keeps_the_workflow_limit(team, workflow, sampler, admissions=80)
     assert pgbouncer.transactions() - before >= 80
     print(
         f"\nthrough PgBouncer: max holders {watch.max_per_workflow[workflow.id]} (limit {LIMIT})"
