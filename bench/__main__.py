@@ -1,6 +1,7 @@
 """`python -m bench` (`make bench`): figures 1-4 (admission, HTTP, latency, growth; issue 5) and 5-6
 (engine capacity and throughput beside DBOS; issue 10), 7 (admission through PgBouncer vs
-direct; issue 15), printed and written to bench/RESULTS.md.
+direct; issue 15), 8 (per-key admission, fairness and plans; issue 13), printed and written to
+bench/RESULTS.md.
 A figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6,7",
+        default="1,2,3,4,5,6,7,8",
         help="figures to run, e.g. --only 1,4 (2 needs 1; 5 and 6 run together)",
     )
     parser.add_argument(
@@ -62,7 +63,18 @@ def main(argv: list[str]) -> None:
     url, label = database.prepare(embedded=options.embedded)
     print(f"database: {label}, {url}", flush=True)
 
-    from bench import admission, engine, fixtures, growth, http, machine, pooled, promotion, report
+    from bench import (
+        admission,
+        engine,
+        fixtures,
+        growth,
+        http,
+        keys,
+        machine,
+        pooled,
+        promotion,
+        report,
+    )
 
     results = report.Report()
     # The 100 teams first: every team, workflow and version id of the hot team is then far from
@@ -118,6 +130,16 @@ def main(argv: list[str]) -> None:
     def figure_7() -> None:
         pooled.run(results, hot=hot["open"], clients=[16, 64], seconds=seconds, rounds=rounds)
 
+    def figure_8() -> None:
+        keys.run(
+            results,
+            hot=hot["open"][0],
+            clients=16,
+            seconds=seconds,
+            rounds=rounds,
+            finished=finished,
+        )
+
     figures = {
         1: figure_1,
         2: figure_2,
@@ -125,6 +147,7 @@ def main(argv: list[str]) -> None:
         4: figure_4,
         5: figures_5_and_6,
         7: figure_7,
+        8: figure_8,
     }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():

@@ -35,7 +35,7 @@ class Target:
     workflow: WorkflowDefinition  # current_version loaded: admission reads it without a query
 
 
-def _target(team: Team, name: str) -> Target:
+def target(team: Team, name: str) -> Target:
     workflow = WorkflowDefinition.objects.select_related("current_version").get(
         team=team, name=name
     )
@@ -70,7 +70,7 @@ def fleet(prefix: str, size: int, kind: str) -> list[Target]:
             team = team_create(slug=slug, max_concurrent_executions=0)
             for name, limit in KINDS.items():
                 workflow_apply(team=team, content=workflow_yaml(name, limit))
-        targets.append(_target(team, kind))
+        targets.append(target(team, kind))
     return targets
 
 

@@ -8,6 +8,8 @@ import contextlib
 import random
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from django.db import connection, connections
 
@@ -15,8 +17,15 @@ from bench.fixtures import Target
 from executions.services.admission import execution_admit
 
 
-def service(targets: list[Target], *, clients: int, seconds: float) -> float:
-    """Admissions per second over `seconds`, after one warm-up admission per client."""
+def service(
+    targets: list[Target],
+    *,
+    clients: int,
+    seconds: float,
+    inputs: Callable[[random.Random], dict[str, Any]] | None = None,
+) -> float:
+    """Admissions per second over `seconds`, after one warm-up admission per client; `inputs`
+    gives each admission's inputs from the client's random generator."""
     barrier = threading.Barrier(clients + 1)
     counts = [0] * clients
     finished = [0.0] * clients
@@ -28,12 +37,20 @@ def service(targets: list[Target], *, clients: int, seconds: float) -> float:
         rng = random.Random(index)
         try:
             connection.ensure_connection()
-            execution_admit(team=targets[0].team, workflow=targets[0].workflow)
+            execution_admit(
+                team=targets[0].team,
+                workflow=targets[0].workflow,
+                inputs=inputs(rng) if inputs else None,
+            )
             barrier.wait(timeout=60)
             go.wait(timeout=60)
             while time.perf_counter() < deadline[0]:
                 target = targets[rng.randrange(len(targets))]
-                execution_admit(team=target.team, workflow=target.workflow)
+                execution_admit(
+                    team=target.team,
+                    workflow=target.workflow,
+                    inputs=inputs(rng) if inputs else None,
+                )
                 counts[index] += 1
         except BaseException as error:
             errors.append(error)
