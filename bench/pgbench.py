@@ -78,6 +78,7 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
         "created_at": CLOCK,
         "named_limits": [],
         "blocked_by_limit": None,
+        "not_before": None,
     }
     statements = [
         locks.ADMISSION_TEAM_LOCK,

@@ -1,7 +1,7 @@
 """The engine's clock: the reaper every `engine.reaper_interval`, the backup promotion poller
 every `engine.queue_poll_interval`, cron triggers every second, the dashboard's queue samples
-every 20 s, and every tick the promotion of queues waiting for a rate window (a window admits
-one again at a moment no completion announces).
+every 20 s, and every tick the promotion of queues waiting for a rate window or a debounce (a
+window admits one again, a debounce passes, at a moment no completion announces).
 
 It runs in a process of its own (`manage.py mantle_clock`, one per `mantle serve` that runs
 workers), apart from the step workers: a hung step worker never stops the reaper that recovers
@@ -83,7 +83,7 @@ def tick(state: dict[str, Any]) -> None:
         reaper.reap()
     if _due(state, "poller", engine.queue_poll_interval, now):
         promotion.queue_promote_all(trigger="poller")
-    promotion.queue_promote_rate_windows()
+    promotion.queue_promote_waiting_for_time()
     if _due(state, "queue_samples", QUEUE_SAMPLE_INTERVAL, now):
         queue_samples.queue_sample_record()
     if _due(state, "cron", CRON_INTERVAL, now):

@@ -33,6 +33,7 @@ class BlockedBy(models.TextChoices):
     KEY = "key"
     LIMIT = "limit"
     RATE = "rate"
+    DEBOUNCE = "debounce"
 
 
 class Execution(models.Model):
@@ -66,6 +67,9 @@ class Execution(models.Model):
     promoted_at = models.DateTimeField(null=True, blank=True)
     # When it became pending (admitted pending, or promoted): what a rate limit counts.
     pending_at = models.DateTimeField(null=True, blank=True)
+    # Debounced: not promoted before this (its admission + the workflow's debounce); cleared
+    # once due, when it waits like any queued execution.
+    not_before = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
@@ -95,6 +99,12 @@ class Execution(models.Model):
                 fields=["workflow", "pending_at"],
                 name="execution_rate_window",
                 condition=Q(pending_at__isnull=False),
+            ),
+            # Debounced executions by due time: the engine clock promotes their teams.
+            models.Index(
+                fields=["not_before"],
+                name="execution_debounced",
+                condition=Q(status=Status.QUEUED, not_before__isnull=False),
             ),
             # The queue in FIFO order, per team; per key of a workflow (unkeyed executions share
             # the key "") in promotion order: a key's head, its positions, the workflow's queue.

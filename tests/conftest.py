@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client
 from django_q.conf import Conf
 
+from engine import clock
 from teams.models import Team
 from tests.factories import TeamFactory, UserFactory, WorkflowFactory
 from tests.multihost import pgbouncer as pgbouncer_binary
@@ -151,3 +154,16 @@ def admin_client(client: Client, make_user: Callable[..., User]) -> Client:
     """Django's test client signed in as a superuser."""
     client.force_login(make_user("root", staff=True))
     return client
+
+
+@pytest.fixture
+def engine_clock() -> Iterator[None]:
+    """The real engine clock, ticking in a thread on connections of its own."""
+    stop = threading.Event()
+    ticker = threading.Thread(
+        target=lambda: (clock.run_forever(stop), connections.close_all()), daemon=True
+    )
+    ticker.start()
+    yield
+    stop.set()
+    ticker.join(timeout=10)

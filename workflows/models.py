@@ -63,6 +63,8 @@ class WorkflowVersion(models.Model):
     rate_max = models.PositiveIntegerField(default=0)
     rate_period = models.DurationField(null=True, blank=True)
     rate_per_key = models.BooleanField(default=False)
+    # debounce: an execution starts only after this long without a newer one of its key.
+    debounce = models.DurationField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

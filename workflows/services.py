@@ -63,6 +63,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             rate_max=spec.rate_max,
             rate_period=timedelta(seconds=spec.rate_period) if spec.rate_max else None,
             rate_per_key=spec.rate_per_key,
+            debounce=None if spec.debounce is None else timedelta(seconds=spec.debounce),
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])

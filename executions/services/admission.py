@@ -175,7 +175,7 @@ def _admit_locked(
     # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
     # fails this admission only, and the caller's transaction stays usable. A strategy that
     # supersedes an execution ends it in the same transaction, under the admission's locks.
-    superseding = version.on_limit in SUPERSEDING
+    superseding = version.on_limit in SUPERSEDING or version.debounce is not None
     atomic = connection.in_atomic_block or superseding
     with transaction.atomic() if atomic else nullcontext(), connection.cursor() as cursor:
         cursor.execute(
@@ -221,6 +221,7 @@ def _admit_locked(
         "queued_at": created_at if outcome == Status.QUEUED else None,
         "promoted_at": None,
         "pending_at": created_at if outcome == Status.PENDING else None,
+        "not_before": created_at + version.debounce if scope == BlockedBy.DEBOUNCE else None,
         "started_at": None,
         "completed_at": None,
     }

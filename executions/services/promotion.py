@@ -114,13 +114,14 @@ def queue_promote_all(*, trigger: str) -> int | None:
         return promoted
 
 
-def queue_promote_rate_windows() -> int:
+def queue_promote_waiting_for_time() -> int:
     """The engine clock's pass (every RESOLUTION): promote the teams with a queue in a workflow
-    that has a rate limit, so one is promoted within a tick of the moment its window admits it."""
+    that has a rate limit, or a debounced execution now due, so one is promoted within a tick of
+    the moment its window admits it or its debounce passes."""
     with connection.cursor() as cursor:
-        cursor.execute(queries["teams_waiting_for_a_rate"])
+        cursor.execute(queries["teams_waiting_for_time"])
         team_ids = sorted(row[0] for row in cursor.fetchall())
-    return sum(len(queue_promote(team_id, trigger="rate")) for team_id in team_ids)
+    return sum(len(queue_promote(team_id, trigger="clock")) for team_id in team_ids)
 
 
 def _free(holders: int, limit: int) -> float:

@@ -18,6 +18,7 @@ SELECT t.max_concurrent_executions,
        v.rate_max,
        extract(epoch FROM v.rate_period)::float8,
        v.rate_per_key,
+       extract(epoch FROM v.debounce)::float8,
        (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
          LIMIT coalesce(t.max_concurrent_executions, %(default_team_limit)s)) AS holders),
@@ -76,6 +77,15 @@ SELECT e.pending_at + make_interval(secs => %(rate_period)s)
  ORDER BY e.pending_at DESC
  OFFSET %(rate_max)s - 1 LIMIT 1
 
+-- name: debounced_key_queued
+-- debounce: the execution of the newcomer's key still waiting out its debounce, which the
+-- newcomer supersedes (at most one: each newcomer supersedes the one before it).
+SELECT e.id FROM executions_execution e
+ WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
+   AND e.status = 'queued' AND e.blocked_by = 'debounce'
+ ORDER BY e.created_at DESC, e.id DESC
+ LIMIT 1
+
 -- name: oldest_key_holder
 -- on_limit cancel_running: the slot holder of the newcomer's key (its workflow's when unkeyed,
 -- the key '') that it supersedes.
@@ -108,13 +118,13 @@ SELECT count(*) - (%(superseded)s IS NOT NULL)::int >= %(max_queued)s
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
         blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority, error,
-        created_at, queued_at, pending_at)
+        created_at, queued_at, pending_at, not_before)
 VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
         %(inputs)s, %(trigger)s, %(forced)s, %(blocked_by)s, %(blocked_by_limit)s,
         %(named_limits)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, '',
         %(created_at)s,
         CASE WHEN %(status)s = 'queued' THEN %(created_at)s END,
-        CASE WHEN %(status)s = 'pending' THEN %(created_at)s END)
+        CASE WHEN %(status)s = 'pending' THEN %(created_at)s END, %(not_before)s)
 
 -- name: admit
 -- One admission: the whole locked part in one round trip (mantle_admit.sql).

@@ -30,6 +30,8 @@ DECLARE
     _rate_period float8;
     _rate_per_key boolean;
     _rate_full_until timestamptz;
+    _debounce float8;
+    _not_before timestamptz;
     _queue_full boolean;
     _team_holders bigint;
     _workflow_holders bigint;
@@ -69,11 +71,17 @@ BEGIN
     IF NOT _forced THEN
         {admission_state}
           INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _rate_max,
-               _rate_period, _rate_per_key, _team_holders,
+               _rate_period, _rate_per_key, _debounce, _team_holders,
                _workflow_holders, _key_holders, _workflow_has_blocked_queue, _key_has_queue,
                _team_has_blocked_queue;
         _team_limit := coalesce(_team_limit, _default_team_limit);
-        IF _team_has_blocked_queue OR (_team_limit > 0 AND _team_holders >= _team_limit) THEN
+        IF _debounce > 0 THEN
+            -- Debounced: queued until `debounce` passes with no newer execution of its key (then
+            -- promoted like any queued one, under every other limit); it supersedes the one of
+            -- its key still waiting.
+            {debounced_key_queued} INTO _superseded;
+            _blocked_by := 'debounce';
+        ELSIF _team_has_blocked_queue OR (_team_limit > 0 AND _team_holders >= _team_limit) THEN
             _blocked_by := 'team';
         ELSIF _blocked_by_limit IS NOT NULL THEN
             _blocked_by := 'limit';
@@ -95,7 +103,7 @@ BEGIN
                 _blocked_by := CASE WHEN _concurrency_key = '' THEN 'workflow' ELSE 'key' END;
             END IF;
         END IF;
-        IF _blocked_by IS NOT NULL AND _on_limit = 'reject' THEN
+        IF _blocked_by <> 'debounce' AND _on_limit = 'reject' THEN
             RETURN QUERY SELECT 'rejected', _blocked_by,
                 CASE _blocked_by WHEN 'team' THEN _team_limit WHEN 'key' THEN _key_limit
                                  WHEN 'limit' THEN _blocked_limit_max
@@ -119,11 +127,11 @@ BEGIN
             IF _superseded IS NOT NULL OR _blocked_by = 'key' THEN
                 _blocked_by := NULL;
             END IF;
-        ELSIF _blocked_by IS NOT NULL AND _on_limit = 'keep_latest' THEN
+        ELSIF _blocked_by <> 'debounce' AND _on_limit = 'keep_latest' THEN
             -- At most one queued per key: the newcomer takes the place of the queued one.
             {latest_key_queued} INTO _superseded;
         END IF;
-        IF _blocked_by IS NOT NULL AND _max_queued > 0 THEN
+        IF _blocked_by <> 'debounce' AND _max_queued > 0 THEN
             {key_queue_full} INTO _queue_full;
             IF _queue_full THEN
                 RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::text,
@@ -141,6 +149,9 @@ BEGIN
     -- After the locks (not the calling statement's start): inserts under the lock are in
     -- created_at order.
     _created_at := clock_timestamp();
+    IF _blocked_by = 'debounce' THEN
+        _not_before := _created_at + make_interval(secs => _debounce);
+    END IF;
     {admission_insert};
     IF _status = 'pending' THEN
         RETURN QUERY SELECT _status, NULL::text, NULL::int, NULL::text, NULL::int, _created_at,

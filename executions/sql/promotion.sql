@@ -92,6 +92,7 @@ SELECT q.id, q.priority, q.created_at, q.named_limits
           FROM executions_execution e
          WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
            AND e.status = 'queued'
+           AND (e.not_before IS NULL OR e.not_before <= now())
          ORDER BY e.priority DESC, e.created_at, e.id
          LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) q
  ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST, q.created_at, q.id
@@ -105,7 +106,10 @@ UPDATE executions_execution
 RETURNING id, workflow_id, promoted_at - queued_at
 
 -- name: relabel_queue
--- What blocks the executions still queued: the team when it is full (%(team_full)s); else the
+-- What blocks the executions still queued: its debounce while it lasts (and not_before cleared
+-- once it has passed: by now(), the transaction's time, as fair_queue_heads judged it, so none
+-- is cleared that was not yet due when the heads were chosen); else the team when it is full
+-- (%(team_full)s); else the
 -- first (by name) of their named limits that is full; else their key when it holds all its
 -- slots (max_parallel_per_key of its workflow's current version); else their rate window when
 -- it is full; else their workflow.
@@ -141,12 +145,16 @@ WITH full_limits AS (
     HAVING count(*) >= v.max_parallel_per_key
 ), labels AS (
     SELECT q.id,
-           CASE WHEN %(team_full)s THEN 'team'
+           CASE WHEN q.not_before > now() THEN 'debounce'
+                WHEN %(team_full)s THEN 'team'
                 WHEN l.name IS NOT NULL THEN 'limit'
                 WHEN f.workflow_id IS NOT NULL THEN 'key'
                 WHEN r.workflow_id IS NOT NULL THEN 'rate'
                 ELSE 'workflow' END AS blocked_by,
-           CASE WHEN NOT %(team_full)s THEN l.name END AS blocked_by_limit
+           CASE WHEN NOT %(team_full)s
+                     AND (q.not_before IS NULL OR q.not_before <= now())
+                THEN l.name END AS blocked_by_limit,
+           CASE WHEN q.not_before > now() THEN q.not_before END AS not_before
       FROM executions_execution q
       LEFT JOIN full_keys f
         ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
@@ -158,22 +166,28 @@ WITH full_limits AS (
      WHERE q.team_id = %(team_id)s AND q.status = 'queued'
 )
 UPDATE executions_execution e
-   SET blocked_by = labels.blocked_by, blocked_by_limit = labels.blocked_by_limit
+   SET blocked_by = labels.blocked_by, blocked_by_limit = labels.blocked_by_limit,
+       not_before = labels.not_before
   FROM labels
  WHERE e.id = labels.id
    AND (e.blocked_by IS DISTINCT FROM labels.blocked_by
-        OR e.blocked_by_limit IS DISTINCT FROM labels.blocked_by_limit)
+        OR e.blocked_by_limit IS DISTINCT FROM labels.blocked_by_limit
+        OR e.not_before IS DISTINCT FROM labels.not_before)
 
 -- name: teams_with_queue
 SELECT DISTINCT team_id FROM executions_execution WHERE status = 'queued'
 
--- name: teams_waiting_for_a_rate
+-- name: teams_waiting_for_time
 -- The teams with a queue in a workflow that has a rate limit (one probe of execution_key_queue
--- per such workflow). Not by blocked_by: a label written a moment before the window moved may
--- say "workflow" of one that waits for its window.
-SELECT DISTINCT w.team_id
+-- per such workflow; not by blocked_by: a label written a moment before the window moved may
+-- say "workflow" of one that waits for its window), and those with a debounced execution now
+-- due (promotion's relabel clears not_before once due).
+SELECT w.team_id
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
  WHERE v.rate_max > 0
    AND EXISTS (SELECT 1 FROM executions_execution e
                 WHERE e.workflow_id = w.id AND e.status = 'queued')
+UNION
+SELECT e.team_id FROM executions_execution e
+ WHERE e.status = 'queued' AND e.not_before <= now()

@@ -5,15 +5,11 @@ within 1 s of the moment the window first admits one; without locks the same bur
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
-from django.db import connections
 
-from engine import clock
 from executions.models import Execution
 from executions.services.admission import execution_admit
 from tests.concurrency.harness import run_in_threads
@@ -21,19 +17,6 @@ from tests.concurrency.harness import run_in_threads
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MAX, PERIOD, BURST = 10, timedelta(seconds=1), 30
-
-
-@pytest.fixture
-def engine_clock() -> Iterator[None]:
-    """The real engine clock, ticking in a thread on connections of its own."""
-    stop = threading.Event()
-    ticker = threading.Thread(
-        target=lambda: (clock.run_forever(stop), connections.close_all()), daemon=True
-    )
-    ticker.start()
-    yield
-    stop.set()
-    ticker.join(timeout=10)
 
 
 def burst(make_workflow, team) -> list[str]:

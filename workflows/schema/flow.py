@@ -1,7 +1,7 @@
 """The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
 `max_parallel_executions` — the concurrency key and its limit, the priority, `on_limit`, and
 the queue's bounds (`max_queued`, `queue_timeout`), the team's named limits it holds a slot
-of (`limits`), and its rate limit (`rate_limit: {max, period, per_key}`).
+of (`limits`), its rate limit (`rate_limit: {max, period, per_key}`) and `debounce`.
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
 priority an int 0-9 or one such expression; both are checked here when the workflow is applied
@@ -43,6 +43,7 @@ class FlowControl:
     queue_timeout_text: str | None = None  # as written, for the error that names it
     limits: tuple[str, ...] = ()  # named limits of the team, by name
     rate: RateLimit | None = None
+    debounce: float | None = None  # seconds
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,11 @@ def flow_control_read(
         max_parallel_per_key=per_key,
         priority=_priority(doc, root.get("priority", 0), input_names),
         max_queued=_count(doc, root, "max_queued"),
-        queue_timeout=_timeout(doc, root.get("queue_timeout")),
+        queue_timeout=_timeout(doc, "queue_timeout", root.get("queue_timeout")),
         queue_timeout_text=_as_written(root.get("queue_timeout")),
         limits=_limits(doc, root.get("limits", []), limit_names),
         rate=_rate(doc, root.get("rate_limit"), keyed=key is not None),
+        debounce=_timeout(doc, "debounce", root.get("debounce")),
     )
 
 
@@ -157,16 +159,16 @@ def _as_written(value: object) -> str | None:
     return value if isinstance(value, str) else f"{value}s"
 
 
-def _timeout(doc: Document, value: object) -> float | None:
+def _timeout(doc: Document, path: str, value: object) -> float | None:
     if value is None:
         return None
     try:
         seconds = parse_duration(value)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
-        doc.error("queue_timeout", str(exc))
+        doc.error(path, str(exc))
         return None
     if seconds <= 0:
-        doc.error("queue_timeout", "must be a duration greater than zero")
+        doc.error(path, "must be a duration greater than zero")
         return None
     return seconds
 

@@ -109,6 +109,7 @@ class WorkflowSpec:
     rate_max: int = 0  # rate_limit.max; 0 = no rate limit
     rate_period: float = 0.0  # rate_limit.period, seconds
     rate_per_key: bool = False
+    debounce: float | None = None  # seconds
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -131,6 +132,7 @@ class WorkflowSpec:
             "rate_max": self.rate_max,
             "rate_period": self.rate_period,
             "rate_per_key": self.rate_per_key,
+            "debounce": self.debounce,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -155,5 +157,6 @@ class WorkflowSpec:
             rate_max=data.get("rate_max", 0),
             rate_period=data.get("rate_period", 0.0),
             rate_per_key=data.get("rate_per_key", False),
+            debounce=data.get("debounce"),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

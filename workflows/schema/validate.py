@@ -44,6 +44,7 @@ _WORKFLOW_KEYS = frozenset(
         "queue_timeout",
         "limits",
         "rate_limit",
+        "debounce",
         "steps",
     }
 )
@@ -140,6 +141,7 @@ class _Validator:
             rate_max=flow.rate.max if flow.rate else 0,
             rate_period=flow.rate.period if flow.rate else 0.0,
             rate_per_key=flow.rate.per_key if flow.rate else False,
+            debounce=flow.debounce,
             steps=steps,
         )
 
