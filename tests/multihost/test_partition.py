@@ -63,7 +63,10 @@ def test_a_partitioned_host_answers_503_and_its_late_writes_change_nothing(
             hook_yaml("hook", "/hooks/cut"),
         ],
     )
-    cut, other = start_apps([None, None], engine={"step_lease": LEASE})
+    # Half the steps a host: a step worker with free slots claims every ready step at once.
+    cut, other = start_apps(
+        [None, None], engine={"step_lease": LEASE, "slots_per_worker": IN_FLIGHT // 2}
+    )
     with httpx.Client(timeout=10, headers={"Authorization": f"Bearer {token}"}) as client:
         for n in range(IN_FLIGHT):
             answer = client.post(f"{(cut, other)[n % 2].url}/api/v1/run/in-flight", json={})
