@@ -1,5 +1,6 @@
-"""The strategies under concurrency (CONTRACT §9): cancel_running racing completions, and a
-keep_latest flood on one key, with a sampler checking at every observation."""
+"""The strategies under concurrency (CONTRACT §9): cancel_running racing completions, and
+keep_latest and debounce floods on one key, with a sampler checking at every observation; without
+locks a debounce flood leaves several waiting."""
 
 from __future__ import annotations
 
@@ -64,20 +65,25 @@ def test_cancel_running_racing_completions_never_exceeds_a_key(make_team, make_w
     )
 
 
+def flood_one_key(team, workflow, *, admissions: int) -> QueuedSampler:
+    """`admissions` concurrent admissions of the key "a" on 16 threads, sampled throughout."""
+    watch = QueuedSampler(workflow.id)
+    watch.start()
+    jobs = [
+        (lambda: execution_admit(team=team, workflow=workflow, inputs={"customer": "a"}))
+        for _ in range(admissions)
+    ]
+    run_in_threads(jobs, threads=16)
+    return watch.stop()
+
+
 def test_a_keep_latest_flood_keeps_one_queued_and_runs_the_last(make_team, make_workflow):
     team = make_team()
     workflow = make_workflow(
         team, on_limit="keep_latest", extra=KEYED + "max_parallel_per_key: 1\n"
     )
     running = execution_admit(team=team, workflow=workflow, inputs={"customer": "a"}).execution
-    watch = QueuedSampler(workflow.id)
-    watch.start()
-    jobs = [
-        (lambda: execution_admit(team=team, workflow=workflow, inputs={"customer": "a"}))
-        for _ in range(100)
-    ]
-    run_in_threads(jobs, threads=16)
-    watch.stop()
+    watch = flood_one_key(team, workflow, admissions=100)
     assert watch.samples > 20
     assert watch.most_per_group == {"a": 1}
     last = Execution.objects.filter(workflow=workflow).latest("created_at")
@@ -86,3 +92,33 @@ def test_a_keep_latest_flood_keeps_one_queued_and_runs_the_last(make_team, make_
     execution_finish(running.id, status=Status.COMPLETED)  # promotes after its commit
     assert Execution.objects.get(id=last.id).status == Status.PENDING
     print(f"\nkeep_latest x100 on one key: at most {watch.most} queued in {watch.samples} samples")
+
+
+def test_a_debounce_flood_keeps_the_last_waiting_and_supersedes_the_rest(make_team, make_workflow):
+    """The issue's 20 executions of one key, at once: each newcomer supersedes the one waiting
+    before it under the key's lock. (Their promotion when due: tests/executions/test_debounce.)"""
+    team = make_team()
+    workflow = make_workflow(team, extra=KEYED + "debounce: 1m\n")
+    watch = flood_one_key(team, workflow, admissions=20)
+    assert watch.samples > 20
+    assert watch.most_per_group == {"a": 1}
+    rows = Execution.objects.filter(workflow=workflow)
+    last = rows.latest("created_at")
+    assert rows.get(status=Status.QUEUED) == last
+    for cancelled in rows.filter(status=Status.CANCELLED):
+        superseder = rows.get(id=cancelled.error.removeprefix("superseded by "))
+        assert superseder.created_at > cancelled.created_at
+    assert rows.filter(status=Status.CANCELLED).count() == 19
+    print(f"\ndebounce x20 on one key: at most {watch.most} waiting in {watch.samples} samples")
+
+
+def test_without_locks_a_debounce_flood_leaves_several_waiting(
+    make_team, make_workflow, without_locks
+):
+    """Proof that the test above catches the bug: without locks newcomers miss each other."""
+    team = make_team()
+    workflow = make_workflow(team, extra=KEYED + "debounce: 1m\n")
+    flood_one_key(team, workflow, admissions=20)
+    waiting = Execution.objects.filter(workflow=workflow, status=Status.QUEUED).count()
+    print(f"\nwithout locks: {waiting} of 20 left waiting on one key (1 with locks)")
+    assert waiting > 1
