@@ -30,7 +30,7 @@ class LimitListApi(TeamApi):
 
     @extend_schema(operation_id="list_limits", responses={200: LimitListOutput})
     def get(self, request: Request) -> Response:
-        limits = named_limit_usage(team=self.team)
+        limits = named_limit_usage(teams=[self.team])
         return Response({"limits": NamedLimitOutput(limits, many=True).data})
 
 

@@ -1,5 +1,6 @@
-"""What the dashboard shows: the queues of the teams a user may see, with their recent
-rejections, queue-depth history, and the queued and running executions in order."""
+"""What the dashboard shows: the queues of the teams a user may see, with their named limits,
+rate windows, recent rejections, queue-depth history, and the queued (with what blocks each)
+and running executions in order."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import QuerySet
 
-from executions.selectors import KeyQueue, WorkflowQueue, teams_busiest_keys, teams_queues
+from executions.selectors import (
+    KeyQueue,
+    NamedLimitUsage,
+    WorkflowQueue,
+    named_limit_usage,
+    teams_busiest_keys,
+    teams_queues,
+)
 from executions.sql import queries
 from teams.models import Team
 
@@ -48,6 +56,9 @@ class QueuedExecution:
     position: int
     blocked_by: str | None
     wait_seconds: float
+    blocked_by_limit: str | None  # the named limit, when blocked_by is "limit"
+    concurrency_key: str
+    not_before: datetime | None  # a debounce's due time
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class TeamPanel:
     running: int
     queued: int
     rejected_last_hour: int
+    named_limits: list[NamedLimitUsage]
     workflows: list[WorkflowPanel]
     queued_executions: list[QueuedExecution]
     running_executions: list[RunningExecution]
@@ -97,6 +109,9 @@ def dashboard_panels(
     """Everything the dashboard shows for these teams, in a fixed number of queries."""
     queues = teams_queues(teams=teams)
     keys = teams_busiest_keys(teams=[q.team for q in queues])
+    named_limits: dict[str, list[NamedLimitUsage]] = defaultdict(list)
+    for usage in named_limit_usage(teams=[q.team for q in queues]):
+        named_limits[usage.team].append(usage)
     team_ids = [q.team.id for q in queues]
     params: dict[str, Any] = {
         "team_ids": team_ids,
@@ -139,6 +154,7 @@ def dashboard_panels(
                 running=queue.running,
                 queued=queue.queued,
                 rejected_last_hour=sum(p.rejected_last_hour for p in workflows),
+                named_limits=named_limits[queue.team.slug],
                 workflows=workflows,
                 queued_executions=queued[queue.team.id],
                 running_executions=running[queue.team.id],

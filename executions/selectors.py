@@ -25,10 +25,12 @@ class NamedLimitUsage:
     queued: int  # executions queued waiting for it (blocked_by "limit")
 
 
-def named_limit_usage(*, team: Team | None = None) -> list[NamedLimitUsage]:
-    """The named limits of the team (None: of every team) with their live use, by name."""
+def named_limit_usage(*, teams: Iterable[Team] | None = None) -> list[NamedLimitUsage]:
+    """The named limits of the teams (None: of every team) with their live use, by team slug
+    and name. One query."""
+    team_ids = None if teams is None else [team.id for team in teams]
     with connection.cursor() as cursor:
-        cursor.execute(queries["named_limit_usage"], {"team_id": None if team is None else team.id})
+        cursor.execute(queries["named_limit_usage"], {"team_ids": team_ids})
         return [NamedLimitUsage(*row) for row in cursor.fetchall()]
 
 
@@ -129,6 +131,10 @@ class WorkflowQueue:
     running: int
     queued: int
     oldest_queued_at: datetime | None
+    rate_max: int  # 0: no rate limit
+    rate_period_seconds: float | None
+    rate_per_key: bool
+    rate_in_window: int  # became pending in the trailing rate_period, every key
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,11 @@ SELECT s.workflow_id,
 
 -- name: dashboard_queued
 -- The first `limit` queued executions of each team in FIFO order (the order promotion takes
--- them in), with their place in their workflow's queue.
+-- them in), with their place in their workflow's queue and what blocks each: the named limit
+-- by name, the key by value, a debounce until when.
 SELECT q.id, q.team_id, w.name, ({queue_position:q}), q.blocked_by,
-       extract(epoch FROM statement_timestamp() - q.created_at)
+       extract(epoch FROM statement_timestamp() - q.created_at),
+       q.blocked_by_limit, q.concurrency_key, q.not_before
   FROM (SELECT e.*, row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id)
                     AS team_rank
           FROM executions_execution e

@@ -19,22 +19,29 @@ SELECT q.id, ({queue_position:q}) FROM executions_execution q
 
 -- name: workflow_queues
 -- One row per workflow of the teams: its current limits and its live counts. Slot holders
--- (pending + running) are what the limits count, so they are reported as `running`.
+-- (pending + running) are what the limits count, so they are reported as `running`. With a rate
+-- limit, the executions that became pending in its trailing window (all keys; finished ones
+-- too), read through the rate window's index.
 SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_parallel_per_key,
        count(e.id) FILTER (WHERE e.status IN {slot_holding}),
        count(e.id) FILTER (WHERE e.status = 'queued'),
-       min(e.created_at) FILTER (WHERE e.status = 'queued')
+       min(e.created_at) FILTER (WHERE e.status = 'queued'),
+       v.rate_max, extract(epoch FROM v.rate_period)::float8, v.rate_per_key,
+       CASE WHEN v.rate_max > 0 THEN
+         (SELECT count(*) FROM executions_execution r
+           WHERE r.workflow_id = w.id
+             AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
     ON e.workflow_id = w.id AND e.status IN {live}
  WHERE w.team_id = ANY(%(team_ids)s)
  GROUP BY w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
-          v.max_parallel_per_key
+          v.max_parallel_per_key, v.rate_max, v.rate_period, v.rate_per_key
  ORDER BY w.name
 
 -- name: named_limit_usage
--- The named limits of one team (%(team_id)s; NULL: of every team), by name: their max, slot
+-- The named limits of the teams %(team_ids)s (NULL: of every team), by team and name: their max, slot
 -- holders (across every workflow that lists them) and the executions queued waiting for them.
 SELECT t.slug, l.name, l.max,
        (SELECT count(*) FROM executions_execution e
@@ -44,7 +51,7 @@ SELECT t.slug, l.name, l.max,
            AND e.blocked_by_limit = l.name)
   FROM teams_namedlimit l
   JOIN teams_team t ON t.id = l.team_id
- WHERE %(team_id)s::bigint IS NULL OR l.team_id = %(team_id)s
+ WHERE %(team_ids)s::bigint[] IS NULL OR l.team_id = ANY(%(team_ids)s)
  ORDER BY t.slug, l.name
 
 -- name: busiest_keys

@@ -7,11 +7,13 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 
 from executions.models import Execution, QueueSample, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from executions.services.lifecycle import execution_finish
 from executions.services.queue_samples import queue_sample_record
+from teams.services import named_limit_set
 from tests.factories import (
     KEYED,
     ExecutionFactory,
@@ -27,6 +29,11 @@ def live(client):
     response = client.get(reverse("dashboard:live"))
     assert response.status_code == 200
     return response
+
+
+def row_of(html: str, attribute: str) -> str:
+    row = html[html.index(attribute) :]
+    return row[: row.index("</tr>")]
 
 
 def test_it_sends_anonymous_users_to_sign_in(client):
@@ -67,6 +74,9 @@ def test_it_shows_the_queue_in_order_with_positions_and_blockers(
         (second.id, "deploy", 2),
     ]
     assert [e.blocked_by for e in panel.queued_executions] == ["workflow", "team", "team"]
+    html = live(client).content.decode()
+    assert "the workflow's limit" in row_of(html, f'data-execution="{first.id}"')
+    assert "the team's limit" in row_of(html, f'data-execution="{third.id}"')
     assert (panel.running, panel.limit, panel.queued) == (2, 2, 3)
     by_name = {w.queue.name: w for w in panel.workflows}
     assert by_name["deploy"].queue.running == 1 and by_name["deploy"].queue.queued == 2
@@ -100,6 +110,54 @@ def test_each_workflow_shows_its_busiest_keys_with_running_limit_queued_and_olde
     row = html[html.index('data-key="b"') :]
     row = row[: row.index("</tr>")]
     assert "1 / 1" in row and ">2<" in row and "3m " in row
+
+
+def test_it_shows_named_limits_rate_windows_debounces_and_what_blocks_each_queued_one(
+    client, team, make_workflow, make_user
+):
+    named_limit_set(team=team, name="prod-db", max=3)
+    shared = make_workflow(team, "migrate", extra="limits: [prod-db]\n")
+    holders = [execution_admit(team=team, workflow=shared).execution for _ in range(3)]
+    waiting = execution_admit(team=team, workflow=shared).execution
+    # A holder ends; its promotion runs on commit, which this test's transaction never reaches:
+    # the limit shows 2 / 3 with the one still queued for it.
+    execution_finish(holders[0].id, status=Status.COMPLETED)
+    rated = make_workflow(team, "report", extra="rate_limit: {max: 2, period: 30s}\n")
+    for _ in range(3):
+        execution_admit(team=team, workflow=rated)
+    keyed = make_workflow(team, "sync", extra=f"{KEYED}max_parallel_per_key: 1\n")
+    execution_admit(team=team, workflow=keyed, inputs={"customer": "acme"})
+    execution_admit(team=team, workflow=keyed, inputs={"customer": "acme"})
+    bounced = make_workflow(team, "notify", extra="debounce: 30s\n")
+    debounced = execution_admit(team=team, workflow=bounced).execution
+    client.force_login(make_user("ann", teams=(team,)))
+    response = live(client)
+    [panel] = response.context["panels"]
+    [usage] = panel.named_limits
+    assert (usage.name, usage.in_use, usage.max, usage.queued) == ("prod-db", 2, 3, 1)
+    report = {w.queue.name: w.queue for w in panel.workflows}["report"]
+    assert (report.rate_in_window, report.rate_max, report.rate_period_seconds) == (2, 2, 30)
+    blockers = {e.workflow: e for e in panel.queued_executions}
+    assert {name: e.blocked_by for name, e in blockers.items()} == {
+        "migrate": "limit",
+        "report": "rate",
+        "sync": "key",
+        "notify": "debounce",
+    }
+    assert blockers["migrate"].id == waiting.id
+    due = Execution.objects.get(id=debounced.id).not_before
+    assert blockers["notify"].not_before == due
+    html = response.content.decode()
+    limit_row = row_of(html, 'data-limit="prod-db"')
+    assert "2 / 3" in limit_row and ">1<" in limit_row
+    assert "2 / 2 per 30s" in row_of(html, 'data-workflow="report"')
+    assert "—" in row_of(html, 'data-workflow="sync"').split('data-label="Rate"')[1]
+    shown = {e.workflow: row_of(html, f'data-execution="{e.id}"') for e in blockers.values()}
+    assert "limit <code>prod-db</code>" in shown["migrate"]
+    assert "rate window" in shown["report"]
+    assert "key <code>acme</code>" in shown["sync"]
+    assert f"debounce until {timezone.localtime(due):%H:%M:%S}" in shown["notify"]
+    assert " limit</span>" not in html
 
 
 def test_it_counts_rejections_of_the_last_hour(client, team, make_workflow, make_user):
@@ -178,10 +236,11 @@ def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
                 execution_admit(team=team, workflow=workflow)
             QueueSampleFactory(workflow=workflow, queued=2, running=1)
     client.force_login(user)
-    # session, user, teams, queues, busiest keys, rejections, samples, queued, running
-    with django_assert_max_num_queries(9):
+    # session, user, teams, queues, busiest keys, named limits, rejections, samples, queued,
+    # running
+    with django_assert_max_num_queries(10):
         live(client)
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         client.get("/")
 
 

@@ -46,7 +46,7 @@ class Command(BaseCommand):
 
     def list(self, *, team: str, **_: Any) -> None:
         self.stdout.write("name\tin use\tmax\tqueued")
-        for limit in named_limit_usage(team=team_get(team)):
+        for limit in named_limit_usage(teams=[team_get(team)]):
             shown = "unlimited" if limit.max == 0 else str(limit.max)
             self.stdout.write(f"{limit.name}\t{limit.in_use}\t{shown}\t{limit.queued}")
 
