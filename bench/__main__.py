@@ -1,7 +1,7 @@
 """`python -m bench` (`make bench`): figures 1-4 (admission, HTTP, latency, growth; issue 5) and 5-6
 (engine capacity and throughput beside DBOS; issue 10), 7 (admission through PgBouncer vs
-direct; issue 15), 8 (per-key admission, fairness and plans; issue 13), printed and written to
-bench/RESULTS.md.
+direct; issue 15), 8 (per-key admission, fairness and plans; issue 13), 9 (named limit + rate
+admission, rate-promotion lateness; issue 14), printed and written to bench/RESULTS.md.
 A figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6,7,8",
+        default="1,2,3,4,5,6,7,8,9",
         help="figures to run, e.g. --only 1,4 (2 needs 1; 5 and 6 run together)",
     )
     parser.add_argument(
@@ -74,6 +74,7 @@ def main(argv: list[str]) -> None:
         pooled,
         promotion,
         report,
+        shared,
     )
 
     results = report.Report()
@@ -140,6 +141,10 @@ def main(argv: list[str]) -> None:
             finished=finished,
         )
 
+    def figure_9() -> None:
+        references = {kind: fixtures.fleet("bench-hot", 1, kind)[0] for kind in ("limited", "open")}
+        shared.run(results, references=references, clients=16, seconds=seconds, rounds=rounds)
+
     figures = {
         1: figure_1,
         2: figure_2,
@@ -148,6 +153,7 @@ def main(argv: list[str]) -> None:
         5: figures_5_and_6,
         7: figure_7,
         8: figure_8,
+        9: figure_9,
     }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():

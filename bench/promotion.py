@@ -29,14 +29,14 @@ RUNNING_GOAL_MS = 500.0
 POLLER_ONLY_MS = 30_000.0
 
 
-def _percentile(values: list[float], q: int) -> float:
+def percentile(values: list[float], q: int) -> float:
     if len(values) < 2:
         return values[0] if values else float("nan")
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def _row(name: str, samples: list[float], goal_ms: float) -> Row:
-    p50, p99 = _percentile(samples, 50), _percentile(samples, 99)
+    p50, p99 = percentile(samples, 50), percentile(samples, 99)
     return Row(
         "3 latency",
         f"{name} ({len(samples)} samples)",
