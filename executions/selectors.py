@@ -135,6 +135,8 @@ class WorkflowQueue:
     rate_period_seconds: float | None
     rate_per_key: bool
     rate_in_window: int  # became pending in the trailing rate_period, every key
+    debounced: int  # queued, waiting out a debounce
+    next_debounce_due: datetime | None
 
 
 @dataclass(frozen=True)

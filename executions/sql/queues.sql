@@ -21,7 +21,8 @@ SELECT q.id, ({queue_position:q}) FROM executions_execution q
 -- One row per workflow of the teams: its current limits and its live counts. Slot holders
 -- (pending + running) are what the limits count, so they are reported as `running`. With a rate
 -- limit, the executions that became pending in its trailing window (all keys; finished ones
--- too), read through the rate window's index.
+-- too), read through the rate window's index. Then its executions waiting out a debounce and
+-- the first one's due time.
 SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_parallel_per_key,
        count(e.id) FILTER (WHERE e.status IN {slot_holding}),
        count(e.id) FILTER (WHERE e.status = 'queued'),
@@ -30,7 +31,9 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
        CASE WHEN v.rate_max > 0 THEN
          (SELECT count(*) FROM executions_execution r
            WHERE r.workflow_id = w.id
-             AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END
+             AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END,
+       count(e.id) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce'),
+       min(e.not_before) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce')
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e

@@ -135,7 +135,8 @@ def test_it_shows_named_limits_rate_windows_debounces_and_what_blocks_each_queue
     [panel] = response.context["panels"]
     [usage] = panel.named_limits
     assert (usage.name, usage.in_use, usage.max, usage.queued) == ("prod-db", 2, 3, 1)
-    report = {w.queue.name: w.queue for w in panel.workflows}["report"]
+    queues = {w.queue.name: w.queue for w in panel.workflows}
+    report = queues["report"]
     assert (report.rate_in_window, report.rate_max, report.rate_period_seconds) == (2, 2, 30)
     blockers = {e.workflow: e for e in panel.queued_executions}
     assert {name: e.blocked_by for name, e in blockers.items()} == {
@@ -147,6 +148,7 @@ def test_it_shows_named_limits_rate_windows_debounces_and_what_blocks_each_queue
     assert blockers["migrate"].id == waiting.id
     due = Execution.objects.get(id=debounced.id).not_before
     assert blockers["notify"].not_before == due
+    assert (queues["notify"].debounced, queues["notify"].next_debounce_due) == (1, due)
     html = response.content.decode()
     limit_row = row_of(html, 'data-limit="prod-db"')
     assert "2 / 3" in limit_row and ">1<" in limit_row
@@ -156,7 +158,9 @@ def test_it_shows_named_limits_rate_windows_debounces_and_what_blocks_each_queue
     assert "limit <code>prod-db</code>" in shown["migrate"]
     assert "rate window" in shown["report"]
     assert "key <code>acme</code>" in shown["sync"]
-    assert f"debounce until {timezone.localtime(due):%H:%M:%S}" in shown["notify"]
+    due_text = f"{timezone.localtime(due):%H:%M:%S}"
+    assert f"debounce until {due_text}" in shown["notify"]
+    assert f"1 debounced, next due {due_text}" in row_of(html, 'data-workflow="notify"')
     assert " limit</span>" not in html
 
 
