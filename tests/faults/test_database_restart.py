@@ -13,6 +13,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -95,12 +96,16 @@ class Postgres:
 
 
 @pytest.fixture
-def postgres(tmp_path: Path) -> Iterator[Postgres]:
-    server = Postgres(tmp_path / "pg")
-    try:
-        yield server
-    finally:
-        server.close()
+def postgres() -> Iterator[Postgres]:
+    # Not under tmp_path: run as root, the server's own user must traverse its parents, and
+    # another pytest session of root resets /tmp/pytest-of-root to 0700 (pg_ctl stop then failed
+    # with "Permission denied" while two suites ran on one machine).
+    with tempfile.TemporaryDirectory(prefix="mantle-restart-") as directory:
+        server = Postgres(Path(directory) / "pg")
+        try:
+            yield server
+        finally:
+            server.close()
 
 
 class Sampler(threading.Thread):
