@@ -1,7 +1,8 @@
 """Model-based test: random interleavings of admit / force / complete / fail / cancel /
 change-limit / clock / poller against the real database, checked after every step against a plain
 Python model of the rules in CONTRACT §4 and §9 (keys, fair promotion, priority, the strategies,
-max_queued and queue_timeout)."""
+max_queued and queue_timeout, a named limit shared by two workflows, a rate limit and debounce).
+Time is the model's: rules move the rows' timestamps back instead of sleeping."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from executions.services.admission import (
     execution_admit,
 )
 from executions.services.lifecycle import execution_cancel, execution_finish
-from teams.services import team_create, team_set_limit
+from teams.models import NamedLimit
+from teams.services import named_limit_set, team_create, team_set_limit
 from teams.signals import loosens
 from tests.factories import workflow_yaml
 from workflows.services import workflow_apply
@@ -46,11 +48,24 @@ WORKFLOWS = {
     "keyed": ("queue", True),
     "latest": ("keep_latest", True),
     "supersede": ("cancel_running", True),
+    "pooled": ("queue", False),
+    "shared": ("queue", False),
+    "rated": ("queue", False),
+    "debounced": ("queue", True),
 }
+POOL = "pool"  # the named limit pooled and shared share
+SHARING = ("pooled", "shared")
+RATE_MAX, RATE_PERIOD = 2, timedelta(minutes=1)  # rated's rate_limit
+DEBOUNCE = timedelta(seconds=20)  # debounced's
+FLOW_CONTROLLED = (*SHARING, "rated", "debounced")
+TICK = DEBOUNCE  # time_passes: a debounce passes in one, a row leaves the rate window in three
 KEYS = ("a", "b", "c")
 QUEUE_TIMEOUT = timedelta(minutes=1)  # steady's and keyed's; the test's own run time never is
 CLOCK_STEP = QUEUE_TIMEOUT  # a step expires what was queued before it, not what queues after
 _slugs = itertools.count()
+BURSTS = st.lists(
+    st.tuples(st.sampled_from(KEYS), st.integers(min_value=0, max_value=2)), min_size=1, max_size=4
+)
 
 
 @dataclass
@@ -65,6 +80,9 @@ class Run:
     waited: timedelta = timedelta()  # queued, by the model's clock
     promoted: int | None = None  # the promotion that took it: promoted_at's order
     expired: bool = False  # ended by queue_timeout
+    pending_for: timedelta | None = None  # since it became pending (pending_at), by the clock
+    debounce_left: timedelta | None = None  # not_before - now while not_before is set
+    due_at: timedelta | None = None  # debounced: the model's clock when its debounce passes
 
     def outranks(self, other: Run, order: dict[uuid.UUID, int]) -> bool:
         """Ahead of `other` in a key's queue: higher priority, then older."""
@@ -81,8 +99,13 @@ class LimitsModel(RuleBasedStateMachine):
                 "keyed": st.integers(min_value=0, max_value=3),
                 "latest": st.integers(min_value=0, max_value=2),
                 "supersede": st.integers(min_value=0, max_value=2),
+                "pooled": st.integers(min_value=0, max_value=2),
+                "shared": st.integers(min_value=0, max_value=1),
+                "rated": st.integers(min_value=0, max_value=2),
+                "debounced": st.integers(min_value=0, max_value=2),
             }
         ),
+        pool=st.integers(min_value=1, max_value=3),
         per_key=st.integers(min_value=1, max_value=2),
         max_queued=st.fixed_dictionaries(
             {
@@ -92,15 +115,24 @@ class LimitsModel(RuleBasedStateMachine):
         ),
     )
     def start(
-        self, team_limit: int, limits: dict[str, int], per_key: int, max_queued: dict[str, int]
+        self,
+        team_limit: int,
+        limits: dict[str, int],
+        pool: int,
+        per_key: int,
+        max_queued: dict[str, int],
     ) -> None:
         self.team = team_create(
             slug=f"model-{next(_slugs)}", max_concurrent_executions=team_limit or None
         )
+        self.pool_id = named_limit_set(team=self.team, name=POOL, max=pool)[0].id
+        self.pool = pool
+        self.pool_lowered = False
+        self.clock = timedelta()  # the model's time: TICKs passed
         self.team_limit = team_limit
         self.limits = limits
         # keep_latest and cancel_running with one slot a key: the strategies at their sharpest.
-        self.per_key = {"keyed": per_key, "latest": 1, "supersede": 1}
+        self.per_key = {"keyed": per_key, "latest": 1, "supersede": 1, "debounced": 1}
         self.max_queued = max_queued
         self.workflows = {name: self._apply(name) for name in WORKFLOWS}
         self.runs: list[Run] = []  # in admission order: created_at's
@@ -122,6 +154,12 @@ class LimitsModel(RuleBasedStateMachine):
             extra += f"max_parallel_per_key: {self.per_key[name]}\n"
         if name in self.max_queued:
             extra += f"max_queued: {self.max_queued[name]}\nqueue_timeout: 1m\n"
+        if name in SHARING:
+            extra += f"limits: [{POOL}]\n"
+        if name == "rated":
+            extra += f"rate_limit: {{max: {RATE_MAX}, period: 1m}}\n"
+        if name == "debounced":
+            extra += "debounce: 20s\n"
         content = workflow_yaml(name, limit=self.limits[name], on_limit=on_limit, extra=extra)
         return workflow_apply(team=self.team, content=content).workflow
 
@@ -145,19 +183,43 @@ class LimitsModel(RuleBasedStateMachine):
         per_key = self.per_key.get(workflow, 0)
         return per_key > 0 and len(self.live(SLOT_HOLDING, workflow, key)) >= per_key
 
+    def pool_free(self) -> float:
+        holders = sum(len(self.live(SLOT_HOLDING, name)) for name in SHARING)
+        return math.inf if self.pool == 0 else max(0, self.pool - holders)
+
+    def rate_room(self, workflow: str) -> float:
+        """What the workflow's rate window has room for: the rows that became pending less than
+        a period ago count, whatever became of them since."""
+        if workflow != "rated":
+            return math.inf
+        window = [r for r in self.runs if r.workflow == workflow and r.pending_for is not None]
+        return max(0, RATE_MAX - sum(r.pending_for < RATE_PERIOD for r in window))
+
+    def debouncing(self, run: Run) -> bool:
+        return run.debounce_left is not None and run.debounce_left > timedelta()
+
     def decide(self, workflow: str, key: str) -> tuple[str | None, Run | None, str | None]:
         """mantle_admit's decision: (what blocks the newcomer, the run it supersedes, the scope
         that rejects it)."""
         on_limit, _ = WORKFLOWS[workflow]
         queued = self.live((Status.QUEUED,))
+        if workflow == "debounced":  # it supersedes the one of its key waiting out its debounce
+            waiting = [r for r in self.live((Status.QUEUED,), workflow, key) if self.debouncing(r)]
+            return "debounce", waiting[-1] if waiting else None, None
         if self.free() <= 0 or any(r.blocked_by == "team" for r in queued):
             blocker: str | None = "team"
+        elif workflow in SHARING and (
+            self.pool_free() <= 0 or any(r.blocked_by == "limit" for r in queued)
+        ):
+            blocker = "limit"
         elif self.key_full(workflow, key):
             blocker = "key"
         elif self.free(workflow) <= 0 or any(
             r.workflow == workflow and r.blocked_by == "workflow" for r in queued
         ):
             blocker = "workflow"
+        elif self.rate_room(workflow) <= 0:
+            blocker = "rate"
         elif self.live((Status.QUEUED,), workflow, key):
             blocker = "key" if key else "workflow"
         else:
@@ -191,7 +253,7 @@ class LimitsModel(RuleBasedStateMachine):
             if per_key:
                 free = min(take, per_key - len(self.live(SLOT_HOLDING, workflow, key)))
             queue = sorted(
-                self.live((Status.QUEUED,), workflow, key),
+                (r for r in self.live((Status.QUEUED,), workflow, key) if not self.debouncing(r)),
                 key=lambda r: (-r.priority, order[r.id]),
             )
             taken = [r.promoted for r in self.runs if r.workflow == workflow and r.key == key]
@@ -203,8 +265,10 @@ class LimitsModel(RuleBasedStateMachine):
         return heads if math.isinf(take) else heads[: int(take)]
 
     def promote(self) -> list[uuid.UUID]:
-        """queue_promote: each workflow's fair heads, merged higher priority then older first,
-        at most the team's free slots; then the queue's labels."""
+        """queue_promote: each workflow's fair heads (at most its free slots and its rate
+        window's room), merged higher priority then older first, at most the team's free slots,
+        each of the shared limit's workflows only while the limit has a free slot; then the
+        queue's labels."""
         self.promotion_owed = False
         if not self.live((Status.QUEUED,)):
             return []
@@ -212,36 +276,56 @@ class LimitsModel(RuleBasedStateMachine):
         team_free = self.free()
         candidates = []
         for workflow in WORKFLOWS:
-            take = min(self.free(workflow), team_free)
+            take = min(self.free(workflow), team_free, self.rate_room(workflow))
             if take > 0:
                 heads = self.fair_heads(workflow, take)
                 candidates.append([(-r.priority, order[r.id], r) for r in heads])
-        merged = [run for _, _, run in heapq.merge(*candidates, key=lambda c: c[:2])]
-        chosen = merged if math.isinf(team_free) else merged[: int(team_free)]
+        chosen: list[Run] = []
+        pool_free = self.pool_free()
+        for _, _, run in heapq.merge(*candidates, key=lambda c: c[:2]):
+            if len(chosen) >= team_free:
+                break
+            if run.workflow in SHARING:
+                if pool_free <= 0:
+                    continue  # passed over: one of another workflow may still fit
+                pool_free -= 1
+            chosen.append(run)
         self.promotions += 1
         for run in chosen:
             run.status, run.blocked_by, run.promoted = Status.PENDING, None, self.promotions
+            run.pending_for = timedelta()
         team_full = team_free - len(chosen) <= 0
         for run in self.live((Status.QUEUED,)):
-            full_key = self.key_full(run.workflow, run.key)
-            run.blocked_by = "team" if team_full else "key" if full_key else "workflow"
+            if self.debouncing(run):
+                run.blocked_by = "debounce"
+                continue
+            run.debounce_left = None  # relabel clears a passed not_before
+            if team_full:
+                run.blocked_by = "team"
+            elif run.workflow in SHARING and self.pool_free() <= 0:
+                run.blocked_by = "limit"
+            elif self.key_full(run.workflow, run.key):
+                run.blocked_by = "key"
+            elif self.rate_room(run.workflow) <= 0:
+                run.blocked_by = "rate"
+            else:
+                run.blocked_by = "workflow"
         return [run.id for run in chosen]
 
     def end(self, run: Run, status: str) -> None:
         run.status, run.blocked_by = status, None
 
     # The rules ----------------------------------------------------------------------------
-    @rule(
-        workflow=st.sampled_from(list(WORKFLOWS)),
-        burst=st.lists(
-            st.tuples(st.sampled_from(KEYS), st.integers(min_value=0, max_value=2)),
-            min_size=1,
-            max_size=4,
-        ),
-    )
+    @rule(workflow=st.sampled_from(list(WORKFLOWS)), burst=BURSTS)
     def admit(self, workflow: str, burst: list[tuple[str, int]]) -> None:
         for key, priority in burst:
             self.admit_one(workflow, key, priority)
+
+    @rule(workflow=st.sampled_from(FLOW_CONTROLLED), burst=BURSTS)
+    def admit_where_time_or_a_shared_limit_decides(
+        self, workflow: str, burst: list[tuple[str, int]]
+    ) -> None:
+        self.admit(workflow, burst)  # as often again: their states take several admissions
 
     def admit_one(self, workflow: str, key: str, priority: int) -> None:
         keyed = WORKFLOWS[workflow][1]
@@ -261,8 +345,13 @@ class LimitsModel(RuleBasedStateMachine):
         execution = admission.execution
         assert execution.blocked_by == blocker
         assert (execution.concurrency_key, execution.priority) == (key, priority)
+        assert execution.blocked_by_limit == (POOL if blocker == "limit" else None)
         status = Status.QUEUED if blocker else Status.PENDING
         run = Run(execution.id, workflow, key, priority, status, False, blocker)
+        if blocker is None:
+            run.pending_for = timedelta()
+        if blocker == "debounce":
+            run.debounce_left, run.due_at = DEBOUNCE, self.clock + DEBOUNCE
         self.runs.append(run)
         if superseded is not None:
             self.end(superseded, Status.CANCELLED)
@@ -286,9 +375,9 @@ class LimitsModel(RuleBasedStateMachine):
             inputs={"customer": key} if keyed else None,
             force=True,
         ).execution
-        self.runs.append(
-            Run(execution.id, workflow, execution.concurrency_key, 0, Status.PENDING, True, None)
-        )
+        run = Run(execution.id, workflow, execution.concurrency_key, 0, Status.PENDING, True, None)
+        run.pending_for = timedelta()  # it holds the shared limit and counts in the rate window
+        self.runs.append(run)
 
     @precondition(lambda self: self.live(SLOT_HOLDING))
     @rule(
@@ -347,6 +436,38 @@ class LimitsModel(RuleBasedStateMachine):
         if loosens(old, limit):
             self.promote()
 
+    @rule(limit=st.integers(min_value=0, max_value=3))
+    def change_named_limit(self, limit: int) -> None:
+        old, self.pool = self.pool, limit
+        self.pool_lowered |= not loosens(old, limit) and old != limit
+        named_limit_set(team=self.team, name=POOL, max=limit)
+        if loosens(old, limit):
+            self.promote()
+
+    @rule()
+    def time_passes(self) -> None:
+        # The rate window's and the debounce's clock: pending_at and not_before move back a
+        # TICK, then the engine clock's pass promotes what the window or a debounce now lets go.
+        Execution.objects.filter(team=self.team, pending_at__isnull=False).update(
+            pending_at=F("pending_at") - TICK
+        )
+        Execution.objects.filter(team=self.team, not_before__isnull=False).update(
+            not_before=F("not_before") - TICK
+        )
+        self.clock += TICK
+        for run in self.runs:
+            if run.pending_for is not None:
+                run.pending_for += TICK
+            if run.debounce_left is not None:
+                run.debounce_left -= TICK
+        promotion.queue_promote_waiting_for_time()
+        queued = self.live((Status.QUEUED,))
+        if any(
+            r.workflow == "rated" or (r.debounce_left is not None and not self.debouncing(r))
+            for r in queued
+        ):
+            self.promote()  # teams_waiting_for_time: a rate-limited queue, or a due debounce
+
     @precondition(
         lambda self: any(r.workflow in self.max_queued for r in self.live((Status.QUEUED,)))
     )
@@ -401,6 +522,53 @@ class LimitsModel(RuleBasedStateMachine):
                 assert sum(e.workflow.name == name for e in holders) <= limit
 
     @invariant()
+    def the_named_limit_holds_across_its_workflows(self) -> None:
+        holders = Execution.objects.filter(
+            team=self.team, status__in=SLOT_HOLDING, named_limits__contains=[self.pool_id]
+        )
+        assert {e.workflow.name for e in holders.select_related("workflow")} <= set(SHARING)
+        if self.pool and not self.pool_lowered:
+            assert holders.filter(forced=False).count() <= self.pool
+        assert NamedLimit.objects.get(id=self.pool_id).max == self.pool
+
+    @invariant()
+    def at_most_the_rate_became_pending_in_any_window(self) -> None:
+        # pending_at as stored: time_passes moves every row back alike, so their distances are
+        # the model's. Forced ones count in the window but are not held to it.
+        moments = sorted(
+            Execution.objects.filter(
+                team=self.team, workflow__name="rated", forced=False, pending_at__isnull=False
+            ).values_list("pending_at", flat=True)
+        )
+        for n, end in enumerate(moments):
+            inside = sum(end - RATE_PERIOD < moment for moment in moments[: n + 1])
+            assert inside <= RATE_MAX, (end, moments)
+
+    @invariant()
+    def a_debounce_keeps_one_waiting_per_key_and_lets_none_go_early(self) -> None:
+        rows = {
+            e.id: e for e in Execution.objects.filter(team=self.team, workflow__name="debounced")
+        }
+        due_at = {r.id: r.due_at for r in self.runs}
+        for key in KEYS:
+            waiting = [
+                e
+                for e in rows.values()
+                if e.concurrency_key == key
+                and e.status == Status.QUEUED
+                and e.blocked_by == "debounce"
+            ]
+            assert len(waiting) <= 1, (key, waiting)
+        for execution in rows.values():
+            if execution.error.startswith("superseded by "):
+                newer = rows[uuid.UUID(execution.error.removeprefix("superseded by "))]
+                assert execution.status == Status.CANCELLED and execution.promoted_at is None
+                assert newer.concurrency_key == execution.concurrency_key
+                assert newer.created_at > execution.created_at
+            if execution.promoted_at is not None:  # promoted at or before now: due by then
+                assert due_at[execution.id] <= self.clock, execution.id
+
+    @invariant()
     def queues_stay_within_their_bounds(self) -> None:
         queued = [e for e in self.stored() if e.status == Status.QUEUED]
         for name in WORKFLOWS:
@@ -447,6 +615,9 @@ class LimitsModel(RuleBasedStateMachine):
                 self.free() <= 0
                 or self.free(run.workflow) <= 0
                 or self.key_full(run.workflow, run.key)
+                or (run.workflow in SHARING and self.pool_free() <= 0)
+                or self.rate_room(run.workflow) <= 0
+                or self.debouncing(run)
             ), run
 
 
@@ -456,8 +627,8 @@ def test_limits_hold_in_random_interleavings(mantle_config):
     run_state_machine_as_test(
         LimitsModel,
         settings=settings(
-            max_examples=40,
-            stateful_step_count=40,
+            max_examples=30,
+            stateful_step_count=36,
             deadline=None,
             derandomize=True,  # the same interleavings on every CI run
             suppress_health_check=list(HealthCheck),
