@@ -83,6 +83,7 @@ class Run:
     pending_for: timedelta | None = None  # since it became pending (pending_at), by the clock
     debounce_left: timedelta | None = None  # not_before - now while not_before is set
     due_at: timedelta | None = None  # debounced: the model's clock when its debounce passes
+    promoted_clock: timedelta | None = None  # the model's clock when it was promoted
 
     def outranks(self, other: Run, order: dict[uuid.UUID, int]) -> bool:
         """Ahead of `other` in a key's queue: higher priority, then older."""
@@ -293,7 +294,7 @@ class LimitsModel(RuleBasedStateMachine):
         self.promotions += 1
         for run in chosen:
             run.status, run.blocked_by, run.promoted = Status.PENDING, None, self.promotions
-            run.pending_for = timedelta()
+            run.pending_for, run.promoted_clock = timedelta(), self.clock
         team_full = team_free - len(chosen) <= 0
         for run in self.live((Status.QUEUED,)):
             if self.debouncing(run):
@@ -581,16 +582,20 @@ class LimitsModel(RuleBasedStateMachine):
 
     @invariant()
     def a_key_is_promoted_in_priority_then_fifo_order(self) -> None:
-        # No queued execution outranks one of its key that was promoted while it waited.
+        # No queued execution outranks one of its key that was promoted while it waited (and was
+        # due: one waiting out its debounce is not yet in the running).
         executions = self.stored()
         order = {e.id: (e.created_at, e.id) for e in executions}
+        runs = {r.id: r for r in self.runs}
         for waiting in (e for e in executions if e.status == Status.QUEUED):
+            due_at = runs[waiting.id].due_at
             for promoted in executions:
                 if (
                     promoted.workflow_id == waiting.workflow_id
                     and promoted.concurrency_key == waiting.concurrency_key
                     and promoted.promoted_at is not None
                     and waiting.created_at < promoted.promoted_at
+                    and not (due_at is not None and due_at > runs[promoted.id].promoted_clock)
                 ):
                     assert (promoted.priority, order[waiting.id]) >= (
                         waiting.priority,
