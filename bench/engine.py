@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from bench import capacity, database, holding, servers
 from bench.measure import Measure
-from bench.report import Report, Row
+from bench.report import Report, Row, percentile
 from executions.models import TERMINAL, Execution
 from executions.services.admission import execution_admit
 
@@ -216,11 +216,6 @@ def _rate_row(
     )
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
 def run(report: Report, *, sizes: Sizes) -> None:
     with holding.server() as url:
         ours = _mantle(sizes, url)
@@ -283,7 +278,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
         )
     )
     latencies = limited.latencies_ms
-    p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
+    p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
     report.add(
         Row(
             "6 throughput",

@@ -12,14 +12,13 @@ commit)."""
 from __future__ import annotations
 
 import itertools
-import statistics
 import time
 from datetime import datetime
 
 from django.db import transaction
 
 from bench import database, fixtures, servers
-from bench.report import Report, Row
+from bench.report import Report, Row, percentile
 from executions.models import TERMINAL, Execution, Status
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
@@ -27,12 +26,6 @@ from executions.services.lifecycle import execution_finish
 PROMOTION_GOAL_MS = 100.0
 RUNNING_GOAL_MS = 500.0
 POLLER_ONLY_MS = 30_000.0
-
-
-def percentile(values: list[float], q: int) -> float:
-    if len(values) < 2:
-        return values[0] if values else float("nan")
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def _row(name: str, samples: list[float], goal_ms: float) -> Row:

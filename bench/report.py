@@ -45,6 +45,12 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return values[0] if values else float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
 def ratio_row(
     figure: str, scenario: str, mantle: list[float], reference: list[float], unit: str, goal: float
 ) -> Row:

@@ -25,7 +25,7 @@ from datetime import timedelta
 from django.db import connections
 
 from bench import database, fixtures, promotion, throughput
-from bench.report import Report, Row, ratio_row
+from bench.report import Report, Row, percentile, ratio_row
 from engine import clock
 from executions.models import Execution, Status
 from executions.services.admission import execution_admit
@@ -161,7 +161,7 @@ def _lateness(report: Report, *, paced: fixtures.Target) -> None:
         for n, (created, _, promoted) in enumerate(rows)
         if promoted is not None
     ]
-    p50, p99 = promotion.percentile(late_ms, 50), promotion.percentile(late_ms, 99)
+    p50, p99 = percentile(late_ms, 50), percentile(late_ms, 99)
     report.add(
         Row(
             "9 shared",
