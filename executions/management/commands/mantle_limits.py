@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from executions.selectors import named_limit_usage
 from executions.services.named_limits import NamedLimitInUse, named_limit_delete
-from teams.management.commands.mantle_teams import non_negative, team_get, validation_messages
+from teams.cli import non_negative, team_get, validation_messages
 from teams.services import named_limit_set
 
 

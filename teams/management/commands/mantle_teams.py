@@ -7,15 +7,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from teams.cli import non_negative, team_get, validation_messages
 from teams.models import Team
 from teams.services import team_create, team_set_limit
-
-
-def non_negative(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number
 
 
 class Command(BaseCommand):
@@ -54,18 +48,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{team.slug}\t{_describe(team)}")
 
 
-def team_get(slug: str) -> Team:
-    try:
-        return Team.objects.get(slug=slug)
-    except Team.DoesNotExist as exc:
-        raise CommandError(f"unknown team {slug!r}", returncode=2) from exc
-
-
 def _describe(team: Team) -> str:
     limit = team.effective_limit
     shown = "unlimited" if limit == 0 else str(limit)
     return shown if team.max_concurrent_executions is not None else f"{shown} (config default)"
-
-
-def validation_messages(error: ValidationError) -> str:
-    return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items())
