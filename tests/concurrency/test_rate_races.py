@@ -1,8 +1,9 @@
 """Rate limits under concurrency (CONTRACT §9), the issue's burst: 100 admissions in threads
 against `max: 10, period: 2s` while the real engine clock promotes as the window slides: never
-more than 10 became pending in any 2 s window (checked over the rows' pending_at), and the first
-promotion within 1 s of the moment the window first admits one; rejected at once, every
-Retry-After is the real wait ±1 s; without locks the same burst breaks the rate."""
+more than 10 became pending in any 2 s window (checked over all 100 rows' pending_at, ~20 s),
+each queued one promoted within 1 s of the moment the window admits it (the first included);
+rejected at once, every Retry-After is the real wait ±1 s; without locks the same burst breaks
+the rate."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from tests.concurrency.harness import run_in_threads
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MAX, PERIOD, BURST = 10, timedelta(seconds=2), 100
-# The windows the test waits to slide (~8 s): the rest of the burst stays queued.
-WATCHED = 5 * MAX
+# The whole burst passes the window in BURST / MAX - 1 periods (18 s); the wait allows for load.
+PASSED_WITHIN = 40
 
 
 def burst(make_workflow, team, job, *, on_limit: str = "queue") -> list[object]:
@@ -42,28 +43,42 @@ def most_in_a_window(became_pending: list[datetime]) -> int:
     )
 
 
+def lateness(rows: list[tuple[datetime, datetime, datetime | None]]) -> list[float]:
+    """Per promoted row (rows in pending_at order: created_at, pending_at, promoted_at), how long
+    after the earliest moment it could have become pending: once queued, when the window admits
+    it (the row MAX places before it leaves the window)."""
+    return [
+        (
+            promoted - max(created, rows[n - MAX][1] + PERIOD if n >= MAX else created)
+        ).total_seconds()
+        for n, (created, _, promoted) in enumerate(rows)
+        if promoted is not None
+    ]
+
+
 def test_a_burst_is_admitted_at_the_rate_and_promoted_as_the_window_slides(
     team, make_workflow, engine_clock
 ):
     outcomes = burst(make_workflow, team, status)
     assert outcomes.count("pending") <= MAX
     started = Execution.objects.filter(pending_at__isnull=False)
-    deadline = time.monotonic() + 15
-    while started.count() < WATCHED and time.monotonic() < deadline:
-        time.sleep(0.1)
-    rows = list(started.order_by("pending_at").values_list("pending_at", "promoted_at"))
-    assert len(rows) >= WATCHED, f"{len(rows)} of {WATCHED} became pending within 15 s"
-    became_pending = [at for at, _ in rows]
-    assert most_in_a_window(became_pending) <= MAX
-    # The window first admits one when the burst's first leaves it; the clock ticks every 0.25 s.
-    first_promotion = min(promoted for _, promoted in rows if promoted is not None)
-    lateness = (first_promotion - (became_pending[0] + PERIOD)).total_seconds()
-    print(
-        f"\nrate {MAX}/2s, burst of {BURST}: {len(rows)} pending, at most"
-        f" {most_in_a_window(became_pending)} in a window; first promotion {lateness:.3f} s"
-        " after its earliest moment"
+    deadline = time.monotonic() + PASSED_WITHIN
+    while started.count() < BURST and time.monotonic() < deadline:
+        time.sleep(0.25)
+    rows = list(
+        started.order_by("pending_at").values_list("created_at", "pending_at", "promoted_at")
     )
-    assert 0 <= lateness < 1
+    assert len(rows) == BURST, f"{len(rows)} of {BURST} became pending within {PASSED_WITHIN} s"
+    became_pending = [at for _, at, _ in rows]
+    late = lateness(rows)
+    print(
+        f"\nrate {MAX}/2s, burst of {BURST}: {outcomes.count('pending')} admitted pending,"
+        f" {len(late)} promoted, at most {most_in_a_window(became_pending)} in a 2 s window over"
+        f" {(became_pending[-1] - became_pending[0]).total_seconds():.1f} s; promotion after its"
+        f" earliest moment: first {late[0]:.3f} s, max {max(late):.3f} s"
+    )
+    assert most_in_a_window(became_pending) <= MAX
+    assert min(late) >= 0 and max(late) < 1
 
 
 def test_rejected_at_once_each_retry_after_is_the_real_wait(team, make_workflow):
@@ -78,25 +93,32 @@ def test_rejected_at_once_each_retry_after_is_the_real_wait(team, make_workflow)
         return None
 
     rejections = [r for r in burst(make_workflow, team, rejection, on_limit="reject") if r]
-    assert len(rejections) == BURST - MAX
-    assert Execution.objects.count() == MAX  # a rejection writes nothing
-    window_frees = Execution.objects.earliest("pending_at").pending_at + PERIOD
+    # Under load the burst may outlast the window: then more than MAX are admitted, still at most
+    # MAX in any window, and a rejection writes nothing.
+    became_pending = sorted(Execution.objects.values_list("pending_at", flat=True))
+    assert len(rejections) == BURST - len(became_pending) >= BURST - MAX * 2
+    assert most_in_a_window(became_pending) <= MAX
+
+    def window_frees(at: datetime) -> datetime | None:
+        """When the window as it stood at `at` admits one (None: it had room)."""
+        inside = [moment for moment in became_pending if moment <= at]
+        return inside[-MAX] + PERIOD if len(inside) >= MAX else None
+
     # The real wait, seen from before the request and from its answer: Retry-After (whole
     # seconds, rounded up) is never shorter than the wait once answered (obeying it is never
     # early) and at most a second longer than the wait when asked.
-    waits = [
-        (
-            retry_after,
-            (window_frees - answered).total_seconds(),
-            (window_frees - asked).total_seconds(),
-        )
-        for retry_after, asked, answered in rejections
-    ]
+    waits = []
+    for retry_after, asked, answered in rejections:
+        frees_when_asked, frees_when_answered = window_frees(asked), window_frees(answered)
+        assert frees_when_answered is not None  # it was full when the rejection was decided
+        shortest = (frees_when_asked - answered).total_seconds() if frees_when_asked else 0.0
+        waits.append((retry_after, shortest, (frees_when_answered - asked).total_seconds()))
     print(
-        f"\n{len(rejections)} rejected at once: Retry-After {sorted({r for r, _, _ in waits})},"
+        f"\n{len(rejections)} rejected ({len(became_pending)} admitted):"
+        f" Retry-After {sorted({r for r, _, _ in waits})},"
         f" real waits {min(w for _, w, _ in waits):.2f}-{max(w for _, _, w in waits):.2f} s"
     )
-    assert all(answered <= retry_after <= asked + 1 for retry_after, answered, asked in waits)
+    assert all(shortest <= retry_after <= longest + 1 for retry_after, shortest, longest in waits)
 
 
 def test_without_locks_the_same_burst_breaks_the_rate(team, make_workflow, without_locks):
