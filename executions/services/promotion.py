@@ -57,11 +57,12 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
     with transaction.atomic():
         locks.lock_team(team_id)
         with connection.cursor() as cursor:
-            cursor.execute(queries["queued_workflows"], {"team_id": team_id})
-            workflow_ids = [row[0] for row in cursor.fetchall()]
-            if not workflow_ids:
+            limit_sets = _queued_limit_sets(cursor, team_id)
+            if not limit_sets:
                 return []
-            cursor.execute(queries["queued_named_limits"], {"team_id": team_id})
+            workflow_ids = sorted(limit_sets)
+            held = {limit_id for sets in limit_sets.values() for held in sets for limit_id in held}
+            cursor.execute(queries["named_limits_in_lock_order"], {"limit_ids": sorted(held)})
             limit_ids = [row[0] for row in cursor.fetchall()]
             locks.lock_named_limits(limit_ids)
             locks.lock_workflows(workflow_ids)
@@ -72,7 +73,8 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             team_slug, team_override, team_holders = rows[0][5:8]
             team_free = _free(team_holders, effective_team_limit(team_override))
             workflows = [_QueuedWorkflow.from_row(row) for row in rows]
-            chosen = _fair_heads(cursor, workflows, team_free, limits_free)
+            rooms = {w: _named_room(sets, limits_free) for w, sets in limit_sets.items()}
+            chosen = _fair_heads(cursor, workflows, team_free, limits_free, rooms)
             promoted = []
             if chosen:
                 cursor.execute(queries["promote"], {"ids": chosen})
@@ -124,8 +126,36 @@ def queue_promote_waiting_for_time() -> int:
     return sum(len(queue_promote(team_id, trigger="clock")) for team_id in team_ids)
 
 
+def _queued_limit_sets(cursor: CursorWrapper, team_id: int) -> dict[int, set[frozenset[int]]]:
+    """Per workflow with a queue, the distinct sets of named limits its queued executions hold.
+    Read under the team's lock, which every admission takes first: no execution joins the queue
+    meanwhile (one may leave it, which only makes a set of one more certain)."""
+    cursor.execute(queries["queued_limit_sets"], {"team_id": team_id})
+    limit_sets: dict[int, set[frozenset[int]]] = {}
+    for workflow_id, named_limits in cursor.fetchall():
+        limit_sets.setdefault(workflow_id, set()).add(frozenset(named_limits))
+    return limit_sets
+
+
 def _free(holders: int, limit: int) -> float:
     return math.inf if limit == 0 else max(0, limit - holders)
+
+
+def _named_room(limit_sets: set[frozenset[int]], limits_free: dict[int, float]) -> float:
+    """How many of a workflow's queue in fair order can matter to promotion, given the named
+    limits its queued executions hold: when they all hold the same set, the smallest free of
+    that set (infinite for none); when the sets differ, no bound.
+
+    Exact, not a guess: _fair_heads takes a workflow's candidates in its fair order and passes
+    one over only when one of its limits has no free slot left, and free slots only fall during
+    the merge. With one set, the first passed over leaves every later one of the workflow
+    passed over too, so what it takes is a prefix of its order, no longer than the smallest
+    free: the rows after it change nothing. With different sets, one passed over for a limit the
+    next does not hold does not stop the next, so no prefix is enough."""
+    if len(limit_sets) != 1:
+        return math.inf
+    (held,) = limit_sets
+    return min((limits_free[limit_id] for limit_id in held), default=math.inf)
 
 
 def _fair_heads(
@@ -133,14 +163,15 @@ def _fair_heads(
     workflows: list[_QueuedWorkflow],
     team_free: float,
     limits_free: dict[int, float],
+    named_rooms: dict[int, float],
 ) -> list[uuid.UUID]:
-    """The queued executions that fit: at most `free` per workflow in its fair order, at most
-    `team_free` in all, each taking one free slot of every named limit it holds (one that finds
-    a limit full is passed over), the workflow whose next one has the higher priority, then is
-    the older, first."""
+    """The queued executions that fit: at most `free` per workflow in its fair order (read no
+    further than its named room), at most `team_free` in all, each taking one free slot of every
+    named limit it holds (one that finds a limit full is passed over), the workflow whose next
+    one has the higher priority, then is the older, first."""
     candidates: list[list[tuple[int, datetime, uuid.UUID, list[int]]]] = []
     for workflow in workflows:
-        take = min(workflow.free, team_free)
+        take = min(workflow.free, team_free, named_rooms[workflow.id])
         if take <= 0:
             continue
         cursor.execute(

@@ -3,16 +3,14 @@
 -- order, as admission takes them. A workflow's lock covers its keys: admission takes a key's
 -- lock only after its workflow's.
 
--- name: queued_workflows
-SELECT DISTINCT workflow_id FROM executions_execution
+-- name: queued_limit_sets
+-- The team's queued workflows, each with every distinct set of named limits its queued
+-- executions hold (one set unless its `limits` changed while some were queued).
+SELECT DISTINCT workflow_id, named_limits FROM executions_execution
  WHERE team_id = %(team_id)s AND status = 'queued'
 
--- name: queued_named_limits
--- The named limits the team's queued executions would hold, in lock order (by name).
-SELECT l.id FROM teams_namedlimit l
- WHERE l.id IN (SELECT DISTINCT unnest(e.named_limits) FROM executions_execution e
-                 WHERE e.team_id = %(team_id)s AND e.status = 'queued')
- ORDER BY l.name
+-- name: named_limits_in_lock_order
+SELECT id FROM teams_namedlimit WHERE id = ANY(%(limit_ids)s) ORDER BY name
 
 -- name: named_limits_state
 -- Each of the named limits: its max and its slot holders across every workflow (at most its

@@ -88,6 +88,27 @@ def test_raising_or_clearing_a_limit_promotes(team, make_workflow, new_max):
     assert Execution.objects.filter(status="pending").count() == 3
 
 
+def test_one_passed_over_for_a_limit_the_next_does_not_hold_does_not_stop_the_next(
+    team, make_workflow
+):
+    """A workflow whose `limits` changed while some were queued: its queue holds two sets, so
+    promotion reads past the smallest free of the limits they share (a-db's 1)."""
+    named_limit_set(team=team, name="a-db", max=1)
+    named_limit_set(team=team, name="b-api", max=1)
+    (workflow,) = sharing(make_workflow, team, "w", limits="[a-db, b-api]")
+    (other,) = sharing(make_workflow, team, "other", limits="[b-api]")
+    held = execution_admit(team=team, workflow=workflow).execution
+    first_for_api = execution_admit(team=team, workflow=other).execution
+    both = execution_admit(team=team, workflow=workflow).execution
+    workflow_apply(team=team, content=workflow_yaml("w", extra="limits: [a-db]\n"))
+    db_only = execution_admit(team=team, workflow=workflow).execution
+    assert Execution.objects.filter(status="queued").count() == 3
+    execution_finish(held.id, status=Status.COMPLETED)
+    # `other`'s older one takes b-api; `both` finds it full and is passed over; `db_only` fits.
+    now = dict(Execution.objects.values_list("id", "status"))
+    assert [now[e.id] for e in (first_for_api, both, db_only)] == ["pending", "queued", "pending"]
+
+
 def test_a_limit_that_is_not_full_labels_what_waits_for_another_reason(team, make_workflow):
     named_limit_set(team=team, name="prod-db", max=1)
     (workflow,) = sharing(make_workflow, team, "a", limit=1)
