@@ -134,7 +134,7 @@ class WorkflowQueue:
     rate_max: int  # 0: no rate limit
     rate_period_seconds: float | None
     rate_per_key: bool
-    rate_in_window: int  # became pending in the trailing rate_period, every key
+    rate_in_window: int  # became pending in the trailing rate_period; 0 when per key
     debounced: int  # queued, waiting out a debounce
     next_debounce_due: datetime | None
 
@@ -178,6 +178,7 @@ class KeyQueue:
     queued: int
     running: int
     oldest_queued_at: datetime | None
+    rate_in_window: int | None  # with a rate per key: became pending in its window; else None
 
 
 def teams_busiest_keys(*, teams: Iterable[Team]) -> dict[int, list[KeyQueue]]:

@@ -20,15 +20,16 @@ SELECT q.id, ({queue_position:q}) FROM executions_execution q
 -- name: workflow_queues
 -- One row per workflow of the teams: its current limits and its live counts. Slot holders
 -- (pending + running) are what the limits count, so they are reported as `running`. With a rate
--- limit, the executions that became pending in its trailing window (all keys; finished ones
--- too), read through the rate window's index. Then its executions waiting out a debounce and
--- the first one's due time.
+-- limit not per key, the executions that became pending in its trailing window (finished ones
+-- too), read through the rate window's index (per key, each key has a window of its own:
+-- busiest_keys counts it). Then its executions waiting out a debounce and the first one's due
+-- time.
 SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_parallel_per_key,
        count(e.id) FILTER (WHERE e.status IN {slot_holding}),
        count(e.id) FILTER (WHERE e.status = 'queued'),
        min(e.created_at) FILTER (WHERE e.status = 'queued'),
        v.rate_max, extract(epoch FROM v.rate_period)::float8, v.rate_per_key,
-       CASE WHEN v.rate_max > 0 THEN
+       CASE WHEN v.rate_max > 0 AND NOT v.rate_per_key THEN
          (SELECT count(*) FROM executions_execution r
            WHERE r.workflow_id = w.id
              AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END,
@@ -59,8 +60,14 @@ SELECT t.slug, l.name, l.max,
 
 -- name: busiest_keys
 -- Per workflow of the teams, its 20 keys with the longest queues (keyed executions only): their
--- queue, slot holders and oldest queued time.
-SELECT workflow_id, key, queued, running, oldest_queued_at FROM (
+-- queue, slot holders and oldest queued time; with a rate limit per key, the key's executions
+-- that became pending in its trailing window (finished ones too; NULL without one).
+SELECT b.workflow_id, b.key, b.queued, b.running, b.oldest_queued_at,
+       CASE WHEN v.rate_max > 0 AND v.rate_per_key THEN
+         (SELECT count(*) FROM executions_execution r
+           WHERE r.workflow_id = b.workflow_id AND r.concurrency_key = b.key
+             AND r.pending_at > statement_timestamp() - v.rate_period) END
+  FROM (
     SELECT e.workflow_id, e.concurrency_key AS key,
            count(*) FILTER (WHERE e.status = 'queued') AS queued,
            count(*) FILTER (WHERE e.status IN {slot_holding}) AS running,
@@ -70,9 +77,11 @@ SELECT workflow_id, key, queued, running, oldest_queued_at FROM (
                                        e.concurrency_key) AS rank
       FROM executions_execution e
      WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {live} AND e.concurrency_key <> ''
-     GROUP BY e.workflow_id, e.concurrency_key) AS busiest
- WHERE rank <= 20
- ORDER BY workflow_id, rank
+     GROUP BY e.workflow_id, e.concurrency_key) AS b
+  JOIN workflows_workflowdefinition w ON w.id = b.workflow_id
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE b.rank <= 20
+ ORDER BY b.workflow_id, b.rank
 
 -- name: live_counts
 -- The gauges of a scrape from one snapshot: queue depth and slot holders of every workflow

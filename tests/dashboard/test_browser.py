@@ -20,7 +20,7 @@ from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
-from tests.factories import ApiKeyFactory
+from tests.factories import KEYED, ApiKeyFactory
 from workflows.models import WorkflowDefinition
 
 CHROMIUM = shutil.which("chromium")
@@ -181,6 +181,22 @@ def test_raising_a_team_limit_in_the_admin_promotes_its_queue(
     page.goto(live_server.url + "/")
     expect(team_stat(page, team, "running")).to_have_text("3")
     expect(team_stat(page, team, "queued")).to_have_text("1")
+
+
+def test_a_keys_rate_window_fills_live_in_its_busiest_keys_row(sign_in, make_team, make_workflow):
+    team = make_team("payments")
+    extra = f"{KEYED}rate_limit: {{max: 2, period: 1m, per_key: true}}\n"
+    workflow = make_workflow(team, "sync", extra=extra)
+    for customer in ["acme", "acme", "acme", "beta"]:
+        execution_admit(team=team, workflow=workflow, inputs={"customer": customer})
+    page = sign_in("ann", teams=(team,))
+    rate = page.locator('tr[data-workflow="sync"] td[data-label="Rate"]')
+    expect(rate).to_have_text("per key, max 2 per 1m 00s")
+    key_rate = 'tr[data-key="{}"] td[data-label="Rate"]'
+    expect(page.locator(key_rate.format("acme"))).to_have_text("2 / 2 per 1m 00s")
+    expect(page.locator(key_rate.format("beta"))).to_have_text("1 / 2 per 1m 00s")
+    execution_admit(team=team, workflow=workflow, inputs={"customer": "beta"})
+    expect(page.locator(key_rate.format("beta"))).to_have_text("2 / 2 per 1m 00s")
 
 
 def test_the_dashboard_fits_a_phone_and_a_laptop(sign_in, busy_state, tmp_path):

@@ -112,6 +112,27 @@ def test_each_workflow_shows_its_busiest_keys_with_running_limit_queued_and_olde
     assert "1 / 1" in row and ">2<" in row and "3m " in row
 
 
+def test_a_rate_per_key_shows_each_keys_window_in_its_busiest_keys(
+    client, team, make_workflow, make_user
+):
+    extra = f"{KEYED}rate_limit: {{max: 2, period: 30s, per_key: true}}\n"
+    workflow = make_workflow(team, "sync", extra=extra)
+    for customer in ["acme", "acme", "acme", "beta"]:
+        execution_admit(team=team, workflow=workflow, inputs={"customer": customer})
+    client.force_login(make_user("ann", teams=(team,)))
+    response = live(client)
+    [panel] = response.context["panels"]
+    [sync] = panel.workflows
+    windows = {k.queue.key: (k.queue.rate_in_window, k.queue.queued) for k in sync.busiest_keys}
+    assert windows == {"acme": (2, 1), "beta": (1, 0)}
+    html = response.content.decode()
+    # Each key's window against the max, never the workflow's three against a key's two.
+    rate = row_of(html, 'data-workflow="sync"').split('data-label="Rate"')[1]
+    assert "per key, max 2 per 30s" in rate and "3 / 2" not in rate
+    assert "2 / 2 per 30s" in row_of(html, 'data-key="acme"')
+    assert "1 / 2 per 30s" in row_of(html, 'data-key="beta"')
+
+
 def test_it_shows_named_limits_rate_windows_debounces_and_what_blocks_each_queued_one(
     client, team, make_workflow, make_user
 ):
