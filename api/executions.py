@@ -21,6 +21,7 @@ from api.base import (
 )
 from api.cursors import cursor_decode, cursor_encode, cursor_invalid
 from api.errors import ApiError
+from api.resolved import BEFORE_ADMISSION, RUNS
 from api.serializers import (
     ErrorOutput,
     ExecutionDetailOutput,
@@ -36,6 +37,7 @@ from executions.selectors import (
     execution_step_counts,
     execution_steps,
 )
+from executions.services.admission import Resolved
 from executions.services.idempotency import execution_admit_once
 from executions.services.lifecycle import execution_cancel
 from teams.auth import ApiKeyAuthentication
@@ -45,16 +47,36 @@ from workflows.selectors import api_key_with_workflow
 
 
 class RunKeyAuthentication(ApiKeyAuthentication):
-    """The API key, its team and the workflow named in the path with its current version, in
-    one query. DRF makes an authenticator per request: `workflow` is this request's
+    """The API key, its team and the workflow named in the path with its current version: from
+    this process's cache (api.resolved; the admission checks them, `resolved`), else in one
+    query. DRF makes an authenticator per request: `workflow` is this request's
     (`request.successful_authenticator`)."""
 
     workflow: WorkflowDefinition | None = None
+    resolved: Resolved | None = None  # set when they came from the cache
+    from_tables = False
 
     def lookup(self, request: Request, key_hash: str) -> ApiKey | None:
-        name = request.parser_context["kwargs"]["workflow"]
-        api_key, self.workflow = api_key_with_workflow(key_hash=key_hash, name=name)
+        entry = (key_hash, request.parser_context["kwargs"]["workflow"])
+        cached = None if self.from_tables else RUNS.get(entry)
+        if cached is not None:
+            self.resolved = Resolved(key_hash=key_hash)
+            cached_key, self.workflow = cached
+            return cached_key
+        self.resolved = None
+        api_key, self.workflow = api_key_with_workflow(key_hash=key_hash, name=entry[1])
+        if api_key is not None and api_key.is_active and self.workflow is not None:
+            RUNS.put(entry, (api_key, self.workflow))
+        else:
+            RUNS.forget(entry)
         return api_key
+
+    def authenticate_from_tables(self, request: Request) -> Team:
+        """The team, read again: AuthenticationFailed for a key revoked since it was cached."""
+        self.from_tables = True
+        authenticated = self.authenticate(request)
+        assert authenticated is not None, "the request was authenticated from the cache"
+        return authenticated[0]
 
 
 class RunApi(TeamApi):
@@ -73,6 +95,21 @@ class RunApi(TeamApi):
         responses=ADMISSION_RESPONSES,
     )
     def post(self, request: Request, workflow: str) -> Response:
+        authenticator = request.successful_authenticator
+        assert isinstance(authenticator, RunKeyAuthentication)
+        try:
+            return self.run(request, workflow, team=self.team, authenticator=authenticator)
+        except BEFORE_ADMISSION:
+            if authenticator.resolved is None:
+                raise
+        # Nothing admitted, from a cached key and workflow: answer as the tables say (401 for a
+        # key revoked since, 404 for a workflow deleted since, a new version's inputs).
+        team = authenticator.authenticate_from_tables(request)
+        return self.run(request, workflow, team=team, authenticator=authenticator)
+
+    def run(
+        self, request: Request, workflow: str, *, team: Team, authenticator: RunKeyAuthentication
+    ) -> Response:
         body = json_object(request.body)
         serializer = self.RunInput(data=body)
         unknown = sorted(set(body) - {"inputs", "priority"})
@@ -85,19 +122,16 @@ class RunApi(TeamApi):
                 detail = _first_error(serializer)
             shape = '{"inputs": {…}, "priority": 0-9}'
             raise ApiError(400, "invalid_inputs", f"{detail}; the body is {shape}")
-        authenticator = request.successful_authenticator
-        definition = (
-            authenticator.workflow if isinstance(authenticator, RunKeyAuthentication) else None
-        )
-        if definition is None:
+        if authenticator.workflow is None:
             raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
         admission = execution_admit_once(
-            team=self.team,
-            workflow=definition,
+            team=team,
+            workflow=authenticator.workflow,
             inputs=serializer.validated_data.get("inputs"),
             trigger={"type": "api"},
             idempotency_key=idempotency_key(request),
             priority=serializer.validated_data.get("priority"),
+            resolved=authenticator.resolved,
         )
         return admission_response(admission)
 

@@ -24,7 +24,10 @@ from rest_framework.views import APIView
 from api.base import ADMISSION_RESPONSES, IDEMPOTENCY_HEADER, admission_response, parse_json
 from api.base import idempotency_key as idempotency_key_of
 from api.errors import ApiError
+from api.resolved import BEFORE_ADMISSION, HOOKS
+from executions.services.admission import Resolved
 from executions.services.idempotency import execution_admit_once
+from workflows.models import WebhookPath
 from workflows.selectors import webhook_by_path
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -46,10 +49,23 @@ class WebhookApi(APIView):
     )
     def post(self, request: Request, hook: str) -> Response:
         path = f"/hooks/{hook}"
+        cached = HOOKS.get(path)
+        if cached is not None:
+            try:
+                return self.admit(request, cached, resolved=Resolved(hook_path=path))
+            except BEFORE_ADMISSION:
+                pass
+        # Not cached, or nothing admitted from the cached hook: answer as the tables say (404 for
+        # a path gone since, a new version's secret or inputs).
         hook_row = webhook_by_path(path=path)
         if hook_row is None:
+            HOOKS.forget(path)
             raise ApiError(404, "hook_not_found", f"no webhook at {path}")
-        workflow, secret = hook_row.workflow, hook_row.secret
+        HOOKS.put(path, hook_row)
+        return self.admit(request, hook_row, resolved=None)
+
+    def admit(self, request: Request, hook: WebhookPath, *, resolved: Resolved | None) -> Response:
+        workflow, secret = hook.workflow, hook.secret
         body = request.body
         signature = request.headers.get(SIGNATURE_HEADER, request.headers.get(SIGNATURE_ALIAS))
         if secret is not None and not _signed(body, secret, signature):
@@ -60,11 +76,12 @@ class WebhookApi(APIView):
             inputs=None,
             trigger={
                 "type": "webhook",
-                "path": path,
+                "path": hook.path,
                 "payload": _payload(body),
                 "headers": _stored_headers(request),
             },
-            idempotency_key=webhook_idempotency_key(path, idempotency_key_of(request)),
+            idempotency_key=webhook_idempotency_key(hook.path, idempotency_key_of(request)),
+            resolved=resolved,
         )
         return admission_response(admission)
 

@@ -64,6 +64,9 @@ def _touch(api_key: ApiKey) -> None:
         ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)).filter(
             id=api_key.id
         ).update(last_used_at=now)
+        # A key a web process keeps (api.resolved) is written again a minute later, not on
+        # every request.
+        api_key.last_used_at = now
 
 
 class HasTeamKey(permissions.BasePermission):

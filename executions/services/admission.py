@@ -34,6 +34,22 @@ QUEUE_FULL = "queue_full"
 RATE = "rate"
 
 
+class ResolutionStale(Exception):
+    """What a web process resolved from its cache no longer holds (admission.sql,
+    admit_resolved): a revoked key, a new version, a moved hook, or an Idempotency-Key already
+    used. Nothing was admitted; resolve from the tables and admit again."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A request's team, workflow and version as a web process's cache resolved them, with what
+    the admission's own statement checks still holds: the API key's hash (run) or the hook's
+    path (webhooks)."""
+
+    key_hash: str | None = None
+    hook_path: str | None = None
+
+
 class ConcurrencyLimitExceeded(Exception):
     """The workflow rejects when full (`on_limit: reject`) and a limit is reached, or its queue
     is full (`max_queued`, scope QUEUE_FULL)."""
@@ -109,6 +125,13 @@ def _spec(version: WorkflowVersion) -> WorkflowSpec:
     return spec
 
 
+# The row as mantle_admit inserted it is loaded as a query would load it, without a query;
+# named_limits (resolved by mantle_admit) deferred.
+_INSERTED_FIELDS = [
+    f.attname for f in Execution._meta.concrete_fields if f.attname != "named_limits"
+]
+
+
 def execution_admit(
     *,
     team: Team,
@@ -118,12 +141,15 @@ def execution_admit(
     force: bool = False,
     idempotency_key: str | None = None,
     priority: int | None = None,
+    resolved: Resolved | None = None,
 ) -> Admission:
     """Admit one execution of the workflow's current version; `priority` (0-9) overrides the
-    workflow's.
+    workflow's. `resolved`: team, workflow and version came from a cache, checked in the same
+    statement.
 
-    Raises workflows.schema.InvalidInputs before touching the database, and
-    ConcurrencyLimitExceeded (nothing written) when the workflow rejects and is full.
+    Raises workflows.schema.InvalidInputs before touching the database, ResolutionStale (nothing
+    written) when `resolved` no longer holds, and ConcurrencyLimitExceeded (nothing written)
+    when the workflow rejects and is full.
     `force` admits as pending whatever the limits; the execution then holds a slot like any other.
     """
     version = workflow.applied_version
@@ -143,6 +169,7 @@ def execution_admit(
             priority=priority,
             force=force,
             idempotency_key=idempotency_key,
+            resolved=resolved,
         )
     except ConcurrencyLimitExceeded as rejected:
         # After the locked transaction rolled back (it would take this row with it), in a
@@ -162,6 +189,7 @@ def _admit_locked(
     priority: int,
     force: bool,
     idempotency_key: str | None,
+    resolved: Resolved | None,
 ) -> Admission:
     execution_id = uuid.uuid4()
     fields: dict[str, Any] = {
@@ -179,7 +207,7 @@ def _admit_locked(
     atomic = connection.in_atomic_block or superseding
     with transaction.atomic() if atomic else nullcontext(), connection.cursor() as cursor:
         cursor.execute(
-            queries["admit"],
+            queries["admit"] if resolved is None else queries["admit_resolved"],
             {
                 **fields,
                 "id": execution_id,
@@ -195,11 +223,14 @@ def _admit_locked(
                 "key_namespace": locks.Namespace.KEY,
                 "key_lock": locks.key_lock_id(workflow.id, key),
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
+                "key_hash": resolved.key_hash if resolved else None,
+                "hook_path": resolved.hook_path if resolved else None,
             },
         )
-        outcome, scope, limit, name, retry_after, created_at, position, superseded = (
-            cursor.fetchone()
-        )
+        decision = cursor.fetchone()
+        if decision is None:
+            raise ResolutionStale
+        outcome, scope, limit, name, retry_after, created_at, position, superseded = decision
         if superseded is not None:
             execution_finish(
                 superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
@@ -225,10 +256,9 @@ def _admit_locked(
         "started_at": None,
         "completed_at": None,
     }
-    # The row as mantle_admit inserted it, loaded as a query would load it, without a query;
-    # named_limits (resolved by mantle_admit) deferred.
-    names = [f.attname for f in Execution._meta.concrete_fields if f.attname != "named_limits"]
-    execution = Execution.from_db(connection.alias, names, [row[name] for name in names])
+    execution = Execution.from_db(
+        connection.alias, _INSERTED_FIELDS, [row[name] for name in _INSERTED_FIELDS]
+    )
     execution.team, execution.workflow, execution.version = team, workflow, version
     if outcome == Status.QUEUED:
         return Admission(execution=execution, queue_position=position)

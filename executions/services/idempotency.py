@@ -15,7 +15,12 @@ from typing import Any
 from django.db import IntegrityError
 
 from executions.selectors import execution_by_idempotency_key, execution_queue_positions
-from executions.services.admission import Admission, ConcurrencyLimitExceeded, execution_admit
+from executions.services.admission import (
+    Admission,
+    ConcurrencyLimitExceeded,
+    Resolved,
+    execution_admit,
+)
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 
@@ -36,13 +41,20 @@ def execution_admit_once(
     trigger: dict[str, Any],
     idempotency_key: str | None,
     priority: int | None = None,
+    resolved: Resolved | None = None,
 ) -> Admission:
     """The new admission, or the original one (`replayed`) admitted under the key.
 
     Raises what `execution_admit` raises, and IdempotencyKeyReused when the key ran another
-    workflow.
+    workflow. With `resolved`, a key already used is ResolutionStale (admit_resolved checks it
+    in the admission's statement, which saves the lookup's round trip): the caller resolves
+    again and comes back without `resolved`, to this lookup.
     """
-    if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
+    if (
+        resolved is None
+        and idempotency_key is not None
+        and (original := _original(team, workflow, idempotency_key))
+    ):
         return original
     try:
         return execution_admit(
@@ -52,6 +64,7 @@ def execution_admit_once(
             trigger=trigger,
             idempotency_key=idempotency_key,
             priority=priority,
+            resolved=resolved,
         )
     except IntegrityError as exc:
         if idempotency_key is None or _constraint(exc) != CONSTRAINT:

@@ -133,3 +133,30 @@ SELECT * FROM mantle_admit(
     %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, %(default_team_limit)s,
     %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s, %(key_namespace)s,
     %(key_lock)s, %(lock_timeout)s)
+
+-- name: admit_resolved
+-- One admission of a request whose key, workflow or hook a web process resolved from its cache
+-- (api/resolved.py), still in one round trip: mantle_admit runs only if what was resolved still
+-- holds when the statement starts: the workflow's current version is the one resolved, the API
+-- key (by its hash) is the team's and not revoked, the hook path is the workflow's, and no
+-- execution of the team holds the Idempotency-Key yet (a retry is answered with its original).
+-- Otherwise no row and nothing written: the caller resolves from the tables. mantle_admit reads
+-- the team from `resolved` (a lateral reference), so it runs once per row of it: never for none.
+SELECT admitted.*
+  FROM (SELECT w.team_id FROM workflows_workflowdefinition w
+         WHERE w.id = %(workflow_id)s AND w.team_id = %(team_id)s
+           AND w.current_version_id = %(version_id)s
+           AND (%(key_hash)s::text IS NULL OR EXISTS (SELECT 1 FROM teams_apikey k
+                 WHERE k.key_hash = %(key_hash)s AND k.team_id = w.team_id
+                   AND k.revoked_at IS NULL))
+           AND (%(hook_path)s::text IS NULL OR EXISTS (SELECT 1 FROM workflows_webhookpath h
+                 WHERE h.path = %(hook_path)s AND h.workflow_id = w.id))
+           AND (%(idempotency_key)s::text IS NULL OR NOT EXISTS (SELECT 1
+                 FROM executions_execution e
+                 WHERE e.team_id = w.team_id AND e.idempotency_key = %(idempotency_key)s))
+       ) AS resolved
+ CROSS JOIN LATERAL mantle_admit(
+    %(id)s, resolved.team_id, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb,
+    %(trigger)s::jsonb, %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s,
+    %(default_team_limit)s, %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s,
+    %(key_namespace)s, %(key_lock)s, %(lock_timeout)s) AS admitted
