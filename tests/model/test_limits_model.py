@@ -1,8 +1,11 @@
 """Model-based test: random interleavings of admit / force / complete / fail / cancel /
 change-limit / clock / poller against the real database, checked after every step against a plain
 Python model of the rules in CONTRACT §4 and §9 (keys, fair promotion, priority, the strategies,
-max_queued and queue_timeout, a named limit shared by two workflows, a rate limit and debounce).
-Time is the model's: rules move the rows' timestamps back instead of sleeping."""
+max_queued and queue_timeout, two named limits shared by three workflows, one of them listing
+both, listed and unlisted, deleted while in use (refused) and once unused, rate limits per
+workflow and per key, rejections by a named limit and by a rate with its Retry-After, and
+debounce). Time is the model's: rules move the rows' timestamps back instead of sleeping.
+Mutants of promotion show that the named-limit and rate invariants can fail."""
 
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ import itertools
 import math
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db.models import F
-from hypothesis import HealthCheck, settings
+from django.utils import timezone
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -34,10 +38,13 @@ from executions.services.admission import (
     execution_admit,
 )
 from executions.services.lifecycle import execution_cancel, execution_finish
+from executions.services.named_limits import NamedLimitInUse, named_limit_delete
+from executions.sql import queries
 from teams.models import NamedLimit
 from teams.services import named_limit_set, team_create, team_set_limit
 from teams.signals import loosens
 from tests.factories import workflow_yaml
+from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
 # name: (on_limit, keyed). steady and keyed queue, strict rejects, latest keeps the latest queued
@@ -50,19 +57,28 @@ WORKFLOWS = {
     "supersede": ("cancel_running", True),
     "pooled": ("queue", False),
     "shared": ("queue", False),
+    "guarded": ("reject", False),
     "rated": ("queue", False),
+    "keyrated": ("queue", True),
     "debounced": ("queue", True),
 }
-POOL = "pool"  # the named limit pooled and shared share
-SHARING = ("pooled", "shared")
-RATE_MAX, RATE_PERIOD = 2, timedelta(minutes=1)  # rated's rate_limit
+# The named limits (lock order: by name) and the workflows that list them at the start: shared
+# holds a slot of both; guarded rejects when gate (or its rate) is full. shared and guarded
+# may stop listing gate (relist), which then can be deleted.
+GATE, POOL = "gate", "pool"
+LISTED = {"pooled": (POOL,), "shared": (GATE, POOL), "guarded": (GATE,)}
+RELISTABLE = ("shared", "guarded")
+# name: (max, per_key) of its rate_limit, all of period RATE_PERIOD.
+RATES = {"rated": (2, False), "guarded": (2, False), "keyrated": (1, True)}
+RATE_PERIOD = timedelta(minutes=1)
 DEBOUNCE = timedelta(seconds=20)  # debounced's
-FLOW_CONTROLLED = (*SHARING, "rated", "debounced")
+FLOW_CONTROLLED = (*LISTED, *RATES, "debounced")
 TICK = DEBOUNCE  # time_passes: a debounce passes in one, a row leaves the rate window in three
 KEYS = ("a", "b", "c")
 QUEUE_TIMEOUT = timedelta(minutes=1)  # steady's and keyed's; the test's own run time never is
 CLOCK_STEP = QUEUE_TIMEOUT  # a step expires what was queued before it, not what queues after
 _slugs = itertools.count()
+MUTANT_EXAMPLES = 30
 BURSTS = st.lists(
     st.tuples(st.sampled_from(KEYS), st.integers(min_value=0, max_value=2)), min_size=1, max_size=4
 )
@@ -84,6 +100,8 @@ class Run:
     debounce_left: timedelta | None = None  # not_before - now while not_before is set
     due_at: timedelta | None = None  # debounced: the model's clock when its debounce passes
     promoted_clock: timedelta | None = None  # the model's clock when it was promoted
+    limits: tuple[str, ...] = ()  # the named limits it holds a slot of (its row's named_limits)
+    blocked_by_limit: str | None = None  # the named limit it waits for
 
     def outranks(self, other: Run, order: dict[uuid.UUID, int]) -> bool:
         """Ahead of `other` in a key's queue: higher priority, then older."""
@@ -102,11 +120,14 @@ class LimitsModel(RuleBasedStateMachine):
                 "supersede": st.integers(min_value=0, max_value=2),
                 "pooled": st.integers(min_value=0, max_value=2),
                 "shared": st.integers(min_value=0, max_value=1),
+                "guarded": st.integers(min_value=0, max_value=2),
                 "rated": st.integers(min_value=0, max_value=2),
+                "keyrated": st.integers(min_value=0, max_value=2),
                 "debounced": st.integers(min_value=0, max_value=2),
             }
         ),
         pool=st.integers(min_value=1, max_value=3),
+        gate=st.integers(min_value=1, max_value=2),
         per_key=st.integers(min_value=1, max_value=2),
         max_queued=st.fixed_dictionaries(
             {
@@ -120,15 +141,20 @@ class LimitsModel(RuleBasedStateMachine):
         team_limit: int,
         limits: dict[str, int],
         pool: int,
+        gate: int,
         per_key: int,
         max_queued: dict[str, int],
     ) -> None:
         self.team = team_create(
             slug=f"model-{next(_slugs)}", max_concurrent_executions=team_limit or None
         )
-        self.pool_id = named_limit_set(team=self.team, name=POOL, max=pool)[0].id
-        self.pool = pool
-        self.pool_lowered = False
+        self.named = {GATE: gate, POOL: pool}  # the named limits that exist: their max
+        self.named_ids = {
+            name: named_limit_set(team=self.team, name=name, max=max_)[0].id
+            for name, max_ in self.named.items()
+        }
+        self.named_lowered: set[str] = set()
+        self.listed = dict(LISTED)
         self.clock = timedelta()  # the model's time: TICKs passed
         self.team_limit = team_limit
         self.limits = limits
@@ -152,13 +178,17 @@ class LimitsModel(RuleBasedStateMachine):
             extra += (
                 'inputs:\n  customer: {type: string}\nconcurrency_key: "{{ inputs.customer }}"\n'
             )
-            extra += f"max_parallel_per_key: {self.per_key[name]}\n"
+            if self.per_key.get(name):
+                extra += f"max_parallel_per_key: {self.per_key[name]}\n"
         if name in self.max_queued:
             extra += f"max_queued: {self.max_queued[name]}\nqueue_timeout: 1m\n"
-        if name in SHARING:
-            extra += f"limits: [{POOL}]\n"
-        if name == "rated":
-            extra += f"rate_limit: {{max: {RATE_MAX}, period: 1m}}\n"
+        if self.listed.get(name):
+            extra += f"limits: [{', '.join(self.listed[name])}]\n"
+        if name in RATES:
+            rate_max, per_key = RATES[name]
+            extra += (
+                f"rate_limit: {{max: {rate_max}, period: 1m, per_key: {str(per_key).lower()}}}\n"
+            )
         if name == "debounced":
             extra += "debounce: 20s\n"
         content = workflow_yaml(name, limit=self.limits[name], on_limit=on_limit, extra=extra)
@@ -184,34 +214,62 @@ class LimitsModel(RuleBasedStateMachine):
         per_key = self.per_key.get(workflow, 0)
         return per_key > 0 and len(self.live(SLOT_HOLDING, workflow, key)) >= per_key
 
-    def pool_free(self) -> float:
-        holders = sum(len(self.live(SLOT_HOLDING, name)) for name in SHARING)
-        return math.inf if self.pool == 0 else max(0, self.pool - holders)
+    def limit_free(self, name: str) -> float:
+        """A named limit's free slots: its holders are the executions admitted while their
+        workflow listed it (their rows' named_limits), whatever it lists now."""
+        holders = sum(name in r.limits for r in self.live(SLOT_HOLDING))
+        return math.inf if self.named[name] == 0 else max(0, self.named[name] - holders)
 
-    def rate_room(self, workflow: str) -> float:
-        """What the workflow's rate window has room for: the rows that became pending less than
-        a period ago count, whatever became of them since."""
-        if workflow != "rated":
+    def in_rate_window(self, workflow: str, key: str | None) -> list[Run]:
+        """The workflow's rows (of `key` when its rate is per key) that became pending less
+        than a period ago, whatever became of them since; the newest first."""
+        per_key = RATES[workflow][1] and key is not None
+        window = [
+            r
+            for r in self.runs
+            if r.workflow == workflow
+            and r.pending_for is not None
+            and r.pending_for < RATE_PERIOD
+            and (not per_key or r.key == key)
+        ]
+        return sorted(window, key=lambda r: r.pending_for)
+
+    def rate_room(self, workflow: str, key: str | None = None) -> float:
+        """What the rate window has room for: the workflow's, or with a rate per key, `key`'s
+        (none given: no bound for the whole workflow)."""
+        if workflow not in RATES or (RATES[workflow][1] and key is None):
             return math.inf
-        window = [r for r in self.runs if r.workflow == workflow and r.pending_for is not None]
-        return max(0, RATE_MAX - sum(r.pending_for < RATE_PERIOD for r in window))
+        return max(0, RATES[workflow][0] - len(self.in_rate_window(workflow, key)))
+
+    def first_full_limit(self, limits: tuple[str, ...]) -> str | None:
+        return next((name for name in sorted(limits) if self.limit_free(name) <= 0), None)
 
     def debouncing(self, run: Run) -> bool:
         return run.debounce_left is not None and run.debounce_left > timedelta()
 
-    def decide(self, workflow: str, key: str) -> tuple[str | None, Run | None, str | None]:
-        """mantle_admit's decision: (what blocks the newcomer, the run it supersedes, the scope
-        that rejects it)."""
+    def decide(
+        self, workflow: str, key: str
+    ) -> tuple[str | None, str | None, Run | None, str | None]:
+        """mantle_admit's decision: (what blocks the newcomer, the named limit it waits for, the
+        run it supersedes, the scope that rejects it)."""
         on_limit, _ = WORKFLOWS[workflow]
         queued = self.live((Status.QUEUED,))
         if workflow == "debounced":  # it supersedes the one of its key waiting out its debounce
             waiting = [r for r in self.live((Status.QUEUED,), workflow, key) if self.debouncing(r)]
-            return "debounce", waiting[-1] if waiting else None, None
+            return "debounce", None, waiting[-1] if waiting else None, None
+        # The first of its named limits (by name) that is full or has a queue waiting for it.
+        limit = next(
+            (
+                name
+                for name in sorted(self.listed.get(workflow, ()))
+                if self.limit_free(name) <= 0
+                or any(r.blocked_by == "limit" and r.blocked_by_limit == name for r in queued)
+            ),
+            None,
+        )
         if self.free() <= 0 or any(r.blocked_by == "team" for r in queued):
             blocker: str | None = "team"
-        elif workflow in SHARING and (
-            self.pool_free() <= 0 or any(r.blocked_by == "limit" for r in queued)
-        ):
+        elif limit is not None:
             blocker = "limit"
         elif self.key_full(workflow, key):
             blocker = "key"
@@ -219,33 +277,35 @@ class LimitsModel(RuleBasedStateMachine):
             r.workflow == workflow and r.blocked_by == "workflow" for r in queued
         ):
             blocker = "workflow"
-        elif self.rate_room(workflow) <= 0:
+        elif self.rate_room(workflow, key) <= 0:
             blocker = "rate"
         elif self.live((Status.QUEUED,), workflow, key):
             blocker = "key" if key else "workflow"
         else:
-            return None, None, None
+            return None, None, None, None
+        limit = limit if blocker == "limit" else None
         if on_limit == "reject":
-            return blocker, None, blocker
+            return blocker, limit, None, blocker
         superseded = None
         if on_limit == "cancel_running" and blocker in ("key", "workflow"):
             holders = self.live(SLOT_HOLDING, workflow, key)
             superseded = holders[0] if holders else None
             if superseded or blocker == "key":
-                return None, superseded, None
+                return None, None, superseded, None
         elif on_limit == "keep_latest":
             queued_of_key = self.live((Status.QUEUED,), workflow, key)
             superseded = queued_of_key[-1] if queued_of_key else None
         bound = self.max_queued.get(workflow, 0)
         ahead = len(self.live((Status.QUEUED,), workflow, key)) - (superseded is not None)
         if bound and ahead >= bound:
-            return blocker, None, QUEUE_FULL
-        return blocker, superseded, None
+            return blocker, limit, None, QUEUE_FULL
+        return blocker, limit, superseded, None
 
     def fair_heads(self, workflow: str, take: float) -> list[Run]:
         """promotion.sql's fair_queue_heads: a workflow's keys round-robin, in each round the
         higher priority, then the key promoted least recently (never: first), then the older head
-        first; within a key higher priority, then older, first; a key at most its free slots."""
+        first; within a key higher priority, then older, first; a key at most its free slots and,
+        with a rate per key, its window's room."""
         order = {r.id: n for n, r in enumerate(self.runs)}
         per_key = self.per_key.get(workflow, 0)
         ranked = []
@@ -253,6 +313,7 @@ class LimitsModel(RuleBasedStateMachine):
             free = take
             if per_key:
                 free = min(take, per_key - len(self.live(SLOT_HOLDING, workflow, key)))
+            free = min(free, self.rate_room(workflow, key))
             queue = sorted(
                 (r for r in self.live((Status.QUEUED,), workflow, key) if not self.debouncing(r)),
                 key=lambda r: (-r.priority, order[r.id]),
@@ -268,8 +329,7 @@ class LimitsModel(RuleBasedStateMachine):
     def promote(self) -> list[uuid.UUID]:
         """queue_promote: each workflow's fair heads (at most its free slots and its rate
         window's room), merged higher priority then older first, at most the team's free slots,
-        each of the shared limit's workflows only while the limit has a free slot; then the
-        queue's labels."""
+        each only while every named limit it holds has a free slot; then the queue's labels."""
         self.promotion_owed = False
         if not self.live((Status.QUEUED,)):
             return []
@@ -282,14 +342,14 @@ class LimitsModel(RuleBasedStateMachine):
                 heads = self.fair_heads(workflow, take)
                 candidates.append([(-r.priority, order[r.id], r) for r in heads])
         chosen: list[Run] = []
-        pool_free = self.pool_free()
+        limits_free = {name: self.limit_free(name) for name in self.named}
         for _, _, run in heapq.merge(*candidates, key=lambda c: c[:2]):
             if len(chosen) >= team_free:
                 break
-            if run.workflow in SHARING:
-                if pool_free <= 0:
-                    continue  # passed over: one of another workflow may still fit
-                pool_free -= 1
+            if any(limits_free[name] <= 0 for name in run.limits):
+                continue  # passed over: one of another workflow may still fit
+            for name in run.limits:
+                limits_free[name] -= 1
             chosen.append(run)
         self.promotions += 1
         for run in chosen:
@@ -297,24 +357,26 @@ class LimitsModel(RuleBasedStateMachine):
             run.pending_for, run.promoted_clock = timedelta(), self.clock
         team_full = team_free - len(chosen) <= 0
         for run in self.live((Status.QUEUED,)):
+            run.blocked_by_limit = None
             if self.debouncing(run):
                 run.blocked_by = "debounce"
                 continue
             run.debounce_left = None  # relabel clears a passed not_before
+            full_limit = self.first_full_limit(run.limits)
             if team_full:
                 run.blocked_by = "team"
-            elif run.workflow in SHARING and self.pool_free() <= 0:
-                run.blocked_by = "limit"
+            elif full_limit is not None:
+                run.blocked_by, run.blocked_by_limit = "limit", full_limit
             elif self.key_full(run.workflow, run.key):
                 run.blocked_by = "key"
-            elif self.rate_room(run.workflow) <= 0:
+            elif self.rate_room(run.workflow, run.key) <= 0:
                 run.blocked_by = "rate"
             else:
                 run.blocked_by = "workflow"
         return [run.id for run in chosen]
 
     def end(self, run: Run, status: str) -> None:
-        run.status, run.blocked_by = status, None
+        run.status, run.blocked_by, run.blocked_by_limit = status, None, None
 
     # The rules ----------------------------------------------------------------------------
     @rule(workflow=st.sampled_from(list(WORKFLOWS)), burst=BURSTS)
@@ -331,7 +393,8 @@ class LimitsModel(RuleBasedStateMachine):
     def admit_one(self, workflow: str, key: str, priority: int) -> None:
         keyed = WORKFLOWS[workflow][1]
         key = key if keyed else ""
-        blocker, superseded, rejected_by = self.decide(workflow, key)
+        blocker, limit, superseded, rejected_by = self.decide(workflow, key)
+        asked = timezone.now()
         try:
             admission = execution_admit(
                 team=self.team,
@@ -340,15 +403,20 @@ class LimitsModel(RuleBasedStateMachine):
                 priority=priority,
             )
         except ConcurrencyLimitExceeded as exc:
-            assert exc.scope == rejected_by, (exc.scope, rejected_by)
+            assert (exc.scope, exc.name) == (rejected_by, limit), (exc.scope, rejected_by, limit)
+            assert exc.limit == self.limit_of(rejected_by, workflow, limit)
+            if rejected_by == "rate":
+                self.check_retry_after(exc.retry_after, workflow, key, asked, timezone.now())
             return
         assert rejected_by is None, f"admitted where the model rejects by {rejected_by}"
         execution = admission.execution
-        assert execution.blocked_by == blocker
+        assert (execution.blocked_by, execution.blocked_by_limit) == (blocker, limit)
         assert (execution.concurrency_key, execution.priority) == (key, priority)
-        assert execution.blocked_by_limit == (POOL if blocker == "limit" else None)
+        listed = self.listed.get(workflow, ())
+        assert execution.named_limits == [self.named_ids[name] for name in listed]
         status = Status.QUEUED if blocker else Status.PENDING
         run = Run(execution.id, workflow, key, priority, status, False, blocker)
+        run.limits, run.blocked_by_limit = listed, limit
         if blocker is None:
             run.pending_for = timedelta()
         if blocker == "debounce":
@@ -367,6 +435,30 @@ class LimitsModel(RuleBasedStateMachine):
         if superseded is not None:
             self.promote()  # after the superseded one's commit
 
+    def limit_of(self, scope: str, workflow: str, limit: str | None) -> int:
+        """The limit a rejection by `scope` names."""
+        return {
+            "team": self.team_limit,
+            "limit": self.named.get(limit or "", 0),
+            "key": self.per_key.get(workflow, 0),
+            "workflow": self.limits[workflow],
+            "rate": RATES.get(workflow, (0, False))[0],
+            QUEUE_FULL: self.max_queued.get(workflow, 0),
+        }[scope]
+
+    def check_retry_after(
+        self, retry_after: int | None, workflow: str, key: str, asked: datetime, answered: datetime
+    ) -> None:
+        """Retry-After is the whole seconds (at least 1) until the window admits one: until the
+        max-th newest of the model's window leaves it, by its stored pending_at, as the wait
+        stood between the request and its answer."""
+        window = [r.id for r in self.in_rate_window(workflow, key)]
+        moments = Execution.objects.filter(id__in=window).values_list("pending_at", flat=True)
+        frees = sorted(moments, reverse=True)[RATES[workflow][0] - 1] + RATE_PERIOD
+        shortest, longest = (frees - answered).total_seconds(), (frees - asked).total_seconds()
+        assert retry_after is not None
+        assert max(1, shortest) <= retry_after <= max(1, longest + 1), (retry_after, longest)
+
     @rule(workflow=st.sampled_from(list(WORKFLOWS)), key=st.sampled_from(KEYS))
     def admit_forced(self, workflow: str, key: str) -> None:
         keyed = WORKFLOWS[workflow][1]
@@ -377,7 +469,8 @@ class LimitsModel(RuleBasedStateMachine):
             force=True,
         ).execution
         run = Run(execution.id, workflow, execution.concurrency_key, 0, Status.PENDING, True, None)
-        run.pending_for = timedelta()  # it holds the shared limit and counts in the rate window
+        run.pending_for = timedelta()  # it holds its named limits and counts in the rate window
+        run.limits = self.listed.get(workflow, ())
         self.runs.append(run)
 
     @precondition(lambda self: self.live(SLOT_HOLDING))
@@ -437,13 +530,63 @@ class LimitsModel(RuleBasedStateMachine):
         if loosens(old, limit):
             self.promote()
 
-    @rule(limit=st.integers(min_value=0, max_value=3))
-    def change_named_limit(self, limit: int) -> None:
-        old, self.pool = self.pool, limit
-        self.pool_lowered |= not loosens(old, limit) and old != limit
-        named_limit_set(team=self.team, name=POOL, max=limit)
-        if loosens(old, limit):
+    @rule(name=st.sampled_from([GATE, POOL]), limit=st.integers(min_value=0, max_value=3))
+    def change_named_limit(self, name: str, limit: int) -> None:
+        # Sets it, or creates it again once deleted.
+        named_limit, created = named_limit_set(team=self.team, name=name, max=limit)
+        assert created == (name not in self.named)
+        old = self.named.get(name)
+        self.named[name], self.named_ids[name] = limit, named_limit.id
+        if old is not None and loosens(old, limit):
             self.promote()
+        elif old is not None and old != limit:
+            self.named_lowered.add(name)
+
+    @rule(workflow=st.sampled_from(RELISTABLE), gate=st.booleans())
+    def relist(self, workflow: str, gate: bool) -> None:
+        # A new version that lists gate or not: what it admits from now on holds gate or not;
+        # what it admitted keeps holding (or waiting for) what its row names. It lists no
+        # deleted limit: refused at that index.
+        before = self.listed[workflow]
+        listed = tuple(sorted({*before, GATE} if gate else set(before) - {GATE}))
+        self.listed[workflow] = listed
+        if GATE in listed and GATE not in self.named:
+            with pytest.raises(WorkflowInvalid) as refused:
+                self._apply(workflow)
+            assert [e.path for e in refused.value.errors] == [f"limits[{listed.index(GATE)}]"]
+            self.listed[workflow] = before
+        else:
+            self.workflows[workflow] = self._apply(workflow)
+
+    @rule(name=st.sampled_from([GATE, POOL]), unlisted_first=st.booleans())
+    def delete_named_limit(self, name: str, unlisted_first: bool) -> None:
+        # CONTRACT §9 and services/named_limits.py: refused while a workflow lists it or a live
+        # execution holds or waits for one of its slots, naming both. unlisted_first: how an
+        # operator deletes gate, once shared and guarded no longer list it (refused while
+        # executions admitted under their old versions hold or wait for it).
+        if unlisted_first and name == GATE:
+            for workflow in RELISTABLE:
+                self.relist(workflow, gate=False)
+        workflows = sorted(w for w, listed in self.listed.items() if name in listed)
+        executions = sum(name in r.limits for r in self.live((Status.QUEUED, *SLOT_HOLDING)))
+        if name not in self.named:
+            assert named_limit_delete(team=self.team, name=name) is False
+        elif workflows or executions:
+            with pytest.raises(NamedLimitInUse) as refused:
+                named_limit_delete(team=self.team, name=name)
+            assert (refused.value.workflows, refused.value.executions) == (workflows, executions)
+        else:
+            assert named_limit_delete(team=self.team, name=name) is True
+            del self.named[name], self.named_ids[name]
+            self.named_lowered.discard(name)
+
+    @precondition(lambda self: GATE not in self.named)
+    @rule(limit=st.integers(min_value=1, max_value=2))
+    def restore_gate(self, limit: int) -> None:
+        # Deleted, created again and listed again as at the start: its holders start from none.
+        self.change_named_limit(GATE, limit)
+        for workflow in RELISTABLE:
+            self.relist(workflow, gate=True)
 
     @rule()
     def time_passes(self) -> None:
@@ -464,7 +607,7 @@ class LimitsModel(RuleBasedStateMachine):
         promotion.queue_promote_waiting_for_time()
         queued = self.live((Status.QUEUED,))
         if any(
-            r.workflow == "rated" or (r.debounce_left is not None and not self.debouncing(r))
+            r.workflow in RATES or (r.debounce_left is not None and not self.debouncing(r))
             for r in queued
         ):
             self.promote()  # teams_waiting_for_time: a rate-limited queue, or a due debounce
@@ -498,12 +641,15 @@ class LimitsModel(RuleBasedStateMachine):
     def database_matches_the_model(self) -> None:
         stored = dict(Execution.objects.filter(team=self.team).values_list("id", "status"))
         assert stored == {r.id: r.status for r in self.runs}
-        labels = dict(
-            Execution.objects.filter(team=self.team, status=Status.QUEUED).values_list(
-                "id", "blocked_by"
-            )
-        )
-        assert labels == {r.id: r.blocked_by for r in self.runs if r.status == Status.QUEUED}
+        labels = {
+            id_: (blocked_by, limit)
+            for id_, blocked_by, limit in Execution.objects.filter(
+                team=self.team, status=Status.QUEUED
+            ).values_list("id", "blocked_by", "blocked_by_limit")
+        }
+        assert labels == {
+            r.id: (r.blocked_by, r.blocked_by_limit) for r in self.runs if r.status == Status.QUEUED
+        }
 
     @invariant()
     def holders_stay_within_limits_except_forced(self) -> None:
@@ -512,7 +658,7 @@ class LimitsModel(RuleBasedStateMachine):
             sorted(holders, key=lambda e: (e.workflow.name, e.concurrency_key)),
             key=lambda e: (e.workflow.name, e.concurrency_key),
         ):
-            if name in self.per_key and name not in self.over:  # a key's limit: never lowered
+            if self.per_key.get(name) and name not in self.over:  # a key's limit: never lowered
                 assert len(list(group)) <= self.per_key[name], (name, key)
         if self.lowered:  # lowering a limit never evicts: holders may exceed it until they finish
             return
@@ -523,27 +669,32 @@ class LimitsModel(RuleBasedStateMachine):
                 assert sum(e.workflow.name == name for e in holders) <= limit
 
     @invariant()
-    def the_named_limit_holds_across_its_workflows(self) -> None:
-        holders = Execution.objects.filter(
-            team=self.team, status__in=SLOT_HOLDING, named_limits__contains=[self.pool_id]
-        )
-        assert {e.workflow.name for e in holders.select_related("workflow")} <= set(SHARING)
-        if self.pool and not self.pool_lowered:
-            assert holders.filter(forced=False).count() <= self.pool
-        assert NamedLimit.objects.get(id=self.pool_id).max == self.pool
+    def the_named_limits_hold_across_their_workflows(self) -> None:
+        stored = dict(NamedLimit.objects.filter(team=self.team).values_list("name", "max"))
+        assert stored == self.named
+        for name, limit_id in self.named_ids.items():
+            holders = Execution.objects.filter(
+                team=self.team, status__in=SLOT_HOLDING, named_limits__contains=[limit_id]
+            )
+            listing = {w for w, listed in LISTED.items() if name in listed}
+            assert {e.workflow.name for e in holders.select_related("workflow")} <= listing
+            if self.named[name] and name not in self.named_lowered:
+                assert holders.filter(forced=False).count() <= self.named[name], name
 
     @invariant()
     def at_most_the_rate_became_pending_in_any_window(self) -> None:
         # pending_at as stored: time_passes moves every row back alike, so their distances are
         # the model's. Forced ones count in the window but are not held to it.
-        moments = sorted(
-            Execution.objects.filter(
-                team=self.team, workflow__name="rated", forced=False, pending_at__isnull=False
-            ).values_list("pending_at", flat=True)
-        )
-        for n, end in enumerate(moments):
-            inside = sum(end - RATE_PERIOD < moment for moment in moments[: n + 1])
-            assert inside <= RATE_MAX, (end, moments)
+        windows: dict[tuple[str, str], list[datetime]] = {}
+        for workflow, key, moment in Execution.objects.filter(
+            team=self.team, workflow__name__in=RATES, forced=False, pending_at__isnull=False
+        ).values_list("workflow__name", "concurrency_key", "pending_at"):
+            windows.setdefault((workflow, key if RATES[workflow][1] else ""), []).append(moment)
+        for (workflow, key), moments in windows.items():
+            moments.sort()
+            for n, end in enumerate(moments):
+                inside = sum(end - RATE_PERIOD < moment for moment in moments[: n + 1])
+                assert inside <= RATES[workflow][0], (workflow, key, end, moments)
 
     @invariant()
     def a_debounce_keeps_one_waiting_per_key_and_lets_none_go_early(self) -> None:
@@ -620,10 +771,50 @@ class LimitsModel(RuleBasedStateMachine):
                 self.free() <= 0
                 or self.free(run.workflow) <= 0
                 or self.key_full(run.workflow, run.key)
-                or (run.workflow in SHARING and self.pool_free() <= 0)
-                or self.rate_room(run.workflow) <= 0
+                or any(self.limit_free(name) <= 0 for name in run.limits)
+                or self.rate_room(run.workflow, run.key) <= 0
                 or self.debouncing(run)
             ), run
+
+
+class LimitsModelAgainstAMutant(LimitsModel):
+    """The model run against a promotion that breaks a limit. From the first such promotion the
+    database's statuses part from the model's, which the comparison of statuses would report
+    first: here the invariant of that limit alone must catch it."""
+
+    def database_matches_the_model(self) -> None:
+        """Not an invariant here."""
+
+    @precondition(lambda self: self.promotion_owed)
+    @rule()
+    def promote_what_is_owed(self) -> None:
+        promotion.queue_promote(self.team.id, trigger="poller")
+        self.promote()
+
+
+# Promotion's statements with a limit's check taken out: (statement, what, replaced by) each.
+# Promotion's statements with a limit's check taken out, each: the invariant that must catch it,
+# how many derandomized examples it takes, and (statement, what, replaced by).
+MUTANTS = {
+    # Every named limit reads as unlimited.
+    "named limit": (
+        "the_named_limits_hold_across_their_workflows",
+        MUTANT_EXAMPLES,
+        ("named_limits_state", "SELECT l.id, l.max,", "SELECT l.id, 0,"),
+    ),
+    # A workflow's window reads as empty.
+    "rate": (
+        "at_most_the_rate_became_pending_in_any_window",
+        MUTANT_EXAMPLES,
+        ("promotion_state", "LIMIT v.rate_max) AS in_window)", "LIMIT 0) AS in_window)"),
+    ),
+    # A key's window bounds nothing.
+    "rate per key": (
+        "at_most_the_rate_became_pending_in_any_window",
+        MUTANT_EXAMPLES,
+        ("fair_queue_heads", "CASE WHEN %(rate_per_key)s THEN", "CASE WHEN false THEN"),
+    ),
+}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -639,3 +830,28 @@ def test_limits_hold_in_random_interleavings(mantle_config):
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+@pytest.mark.django_db(transaction=True)
+def test_the_invariant_catches_a_promotion_that_ignores_its_limit(
+    mantle_config, monkeypatch, mutant
+):
+    mantle_config("engine", max_concurrent_executions_per_team=0)
+    invariant, examples, (statement, what, replacement) = MUTANTS[mutant]
+    assert queries[statement].count(what) == 1
+    monkeypatch.setitem(queries, statement, queries[statement].replace(what, replacement))
+    with pytest.raises(AssertionError) as caught:
+        run_state_machine_as_test(
+            LimitsModelAgainstAMutant,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=36,
+                deadline=None,
+                derandomize=True,
+                phases=[Phase.generate],  # the first violation found; no shrinking
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    print(f"\nwithout the {mutant} check: {invariant} {str(caught.value).splitlines()[0][:120]}")
+    assert invariant in {entry.name for entry in caught.traceback}, caught.value
