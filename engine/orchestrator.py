@@ -123,13 +123,28 @@ class _Plan:
     rows: list[StepExecution]
     item_counts: dict[str, int]
     branches: dict[str, _Branches]
+    # Step rows to insert (by advance_many, in one statement with other executions').
+    created: list[StepExecution]
 
     def parent(self, name: str) -> StepExecution | None:
         return next((r for r in self.rows if r.name == name), None)
 
-    def create(self, step: StepSpec, **fields: Any) -> StepExecution:
-        row = StepExecution.objects.create(execution=self.execution, name=step.name, **fields)
-        self.item_counts[step.name] = len(fields.get("items") or [])
+    def create(self, step: StepSpec, **fields: Any) -> None:
+        """A row that is not written again in this advance: inserted with the batch."""
+        row = StepExecution(execution=self.execution, name=step.name, **fields)
+        self.created.append(row)
+        self.rows.append(row)
+
+    def create_fanout(self, step: StepSpec, items: list[Any]) -> StepExecution:
+        """A fan-out's own row, inserted now: its branches are created (or it completes) next."""
+        row = StepExecution.objects.create(
+            execution=self.execution,
+            name=step.name,
+            status=StepStatus.RUNNING,
+            items=items,
+            started_at=Now(),
+        )
+        self.item_counts[step.name] = len(items)
         self.rows.append(row)
         return row
 
@@ -156,7 +171,8 @@ def executions_start(limit: int) -> int:
 
 def advance_many(execution_ids: Collection[uuid.UUID]) -> None:
     """Advance each execution, in one transaction (the caller's, when it has one). The rows are
-    locked in id order, so two workers advancing overlapping sets never deadlock."""
+    locked in id order, so two workers advancing overlapping sets never deadlock. The steps they
+    create are inserted in one statement, then the executions that ended are ended in one."""
     if not execution_ids:
         return
     with transaction.atomic(savepoint=False):
@@ -169,8 +185,15 @@ def advance_many(execution_ids: Collection[uuid.UUID]) -> None:
         )
         running = [execution for execution in executions if execution.status == Status.RUNNING]
         rows = _step_rows([execution.id for execution in running])
+        created: list[StepExecution] = []
+        finishes = []
         for execution in running:
-            _advance(execution, rows.get(execution.id, []))
+            outcome = _advance(execution, rows.get(execution.id, []), created)
+            if outcome is not None:
+                finishes.append((execution, *outcome))
+        # Before the ends: ending a failed execution cancels its pending steps, these included.
+        StepExecution.objects.bulk_create(created)
+        lifecycle.executions_finish_locked(finishes)
 
 
 def _step_rows(execution_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StepExecution]]:
@@ -185,16 +208,15 @@ def _step_rows(execution_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StepExecu
     return rows
 
 
-def _advance(execution: Execution, rows: list[StepExecution]) -> None:
+def _advance(
+    execution: Execution, rows: list[StepExecution], created: list[StepExecution]
+) -> tuple[str, str] | None:
+    """Plan the execution's next steps (appended to `created`, for its caller to insert); its
+    terminal (status, error) when it ends."""
     spec = spec_of(execution.version)
     deadline = workflow_deadline(execution, spec)
     if deadline is not None and timezone.now() >= deadline:
-        lifecycle.execution_finish_locked(
-            execution,
-            status=Status.TIMED_OUT,
-            error=f"workflow timed out after {spec.timeout:g}s",
-        )
-        return
+        return Status.TIMED_OUT, f"workflow timed out after {spec.timeout:g}s"
     fans_out = any(step.for_each is not None for step in spec.steps)
     item_counts = {row.name: getattr(row, "item_count", None) for row in rows}
     plan = _Plan(
@@ -203,12 +225,11 @@ def _advance(execution: Execution, rows: list[StepExecution]) -> None:
         rows,
         {name: count for name, count in item_counts.items() if count is not None},
         _branch_counts(execution) if fans_out else {},
+        created,
     )
     for step in spec.steps:
         _advance_step(plan, step)
-    outcome = _outcome(plan)
-    if outcome is not None:
-        lifecycle.execution_finish_locked(execution, status=outcome[0], error=outcome[1])
+    return _outcome(plan)
 
 
 def _branch_counts(execution: Execution) -> dict[str, _Branches]:
@@ -274,8 +295,7 @@ def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
         error = f"for_each gave {len(items)} items, over limits.fanout_items ({limit})"
         plan.create(step, status=StepStatus.FAILED, error=error, completed_at=Now())
         return
-    parent = plan.create(step, status=StepStatus.RUNNING, items=items, started_at=Now())
-    _advance_fanout(plan, step, parent)
+    _advance_fanout(plan, step, plan.create_fanout(step, items))
 
 
 def _advance_fanout(plan: _Plan, step: StepSpec, parent: StepExecution) -> None:

@@ -1,18 +1,21 @@
 """Transitions of an execution. Every terminal status is reached through `execution_finish` (or
-`execution_finish_locked`, its second half, for a row the caller already read under its lock),
-which saves the row so the post_save receiver (signals.py) schedules promotion after commit."""
+`execution_finish_locked`, its second half, for a row the caller already read under its lock, or
+`executions_finish_locked`, the same for many rows in one statement), which sends the row's
+post_save, so the receiver (signals.py) schedules promotion after commit."""
 
 from __future__ import annotations
 
 import uuid
 
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from core import locks
 from executions.models import TERMINAL, Execution, Status, StepExecution, StepStatus
+from executions.sql import queries
 
 
 class ExecutionBusy(Exception):
@@ -51,21 +54,56 @@ def execution_finish(
 def execution_finish_locked(execution: Execution, *, status: str, error: str = "") -> bool:
     """`execution_finish` for an execution the caller's transaction read under its row lock (the
     orchestrator's advance), with its team and workflow: no second read."""
-    assert status in TERMINAL, status
-    if execution.status in TERMINAL:
-        return False
-    with transaction.atomic(savepoint=False):
-        execution.status = status
-        execution.error = error
-        execution.blocked_by = None
-        execution.completed_at = timezone.now()
-        execution.save(update_fields=["status", "error", "blocked_by", "completed_at"])
+    return bool(executions_finish_locked([(execution, status, error)]))
+
+
+_FINISHED_FIELDS = frozenset({"status", "error", "blocked_by", "completed_at"})
+
+
+def executions_finish_locked(finishes: list[tuple[Execution, str, str]]) -> list[Execution]:
+    """`execution_finish_locked` for many (execution, status, error) at once: one statement ends
+    the rows, one the steps of those that did not complete, then each row's post_save is sent
+    as its save would send it (the promotion after commit). Returns the executions it ended
+    (not those already terminal)."""
+    now = timezone.now()
+    ended = []
+    for execution, status, error in finishes:
+        assert status in TERMINAL, status
+        if execution.status in TERMINAL:
+            continue
+        execution.status, execution.error = status, error
+        execution.blocked_by, execution.completed_at = None, now
+        ended.append(execution)
+    if not ended:
+        return []
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            queries["executions_finish"],
+            {
+                "ids": [execution.id for execution in ended],
+                "statuses": [execution.status for execution in ended],
+                "errors": [execution.error for execution in ended],
+                "completed_at": now,
+            },
+        )
         # Steps not held by a runner end here; a running attempt sees the status on its next
-        # heartbeat and ends itself (or the reaper ends it when its lease expires).
-        StepExecution.objects.filter(execution_id=execution.id).filter(
-            Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_owner="")
-        ).update(status=StepStatus.CANCELLED, completed_at=Now())
-    return True
+        # heartbeat and ends itself (or the reaper ends it when its lease expires). A completed
+        # execution has none: it completes when every step is done.
+        unfinished = [e.id for e in ended if e.status != Status.COMPLETED]
+        if unfinished:
+            StepExecution.objects.filter(execution_id__in=unfinished).filter(
+                Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_owner="")
+            ).update(status=StepStatus.CANCELLED, completed_at=Now())
+        for execution in ended:
+            post_save.send(
+                sender=Execution,
+                instance=execution,
+                created=False,
+                update_fields=_FINISHED_FIELDS,
+                raw=False,
+                using=connection.alias,
+            )
+    return ended
 
 
 def execution_start(execution_id: uuid.UUID) -> bool:

@@ -104,3 +104,11 @@ SELECT e.id FROM executions_execution e
    AND NOT EXISTS (SELECT 1 FROM executions_stepexecution s
                     WHERE s.execution_id = e.id
                       AND (s.status = 'pending' OR (s.status = 'running' AND s.lease_owner <> '')))
+
+-- name: executions_finish
+-- End many executions at once (lifecycle.executions_finish_locked: rows its caller read under
+-- their locks): each its terminal status and error, at %(completed_at)s.
+UPDATE executions_execution e
+   SET status = o.status, error = o.error, blocked_by = NULL, completed_at = %(completed_at)s
+  FROM unnest(%(ids)s::uuid[], %(statuses)s::text[], %(errors)s::text[]) AS o(id, status, error)
+ WHERE e.id = o.id
