@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only",
         default="1,2,3,4,5,6,7,8,9",
-        help="figures to run, e.g. --only 1,4 (2 needs 1; 5 and 6 run together)",
+        help="figures to run, e.g. --only 1,4 (5 and 6 run together)",
     )
     parser.add_argument(
         "--embedded", action="store_true", help="use the embedded PostgreSQL under .mantle/"
@@ -53,9 +53,6 @@ def main(argv: list[str]) -> None:
     if quick and options.kinds == "open,limited":
         kinds = ["open"]
     only = {int(f) for f in options.only.split(",")}
-    if 2 in only and 16 not in clients:
-        clients.append(16)
-    only |= {1} if 2 in only else set()
 
     from bench import database
 
@@ -83,26 +80,20 @@ def main(argv: list[str]) -> None:
     many = {kind: fixtures.fleet("bench-many", 100, kind) for kind in kinds}
     hot = {kind: fixtures.fleet("bench-hot", 1, kind) for kind in (*kinds, "open")}
     print("| " + " | ".join(report.HEADER) + " |", flush=True)
-    rates: dict[tuple[str, int], float] = {}
 
     def figure_1() -> None:
         fleets = {}
         for kind in kinds:
             fleets[f"hot team, {kind}"] = hot[kind]
             fleets[f"100 teams, {kind}"] = many[kind]
-        rates.update(
-            admission.run(
-                results, url=url, fleets=fleets, clients=clients, seconds=seconds, rounds=rounds
-            )
+        admission.run(
+            results, url=url, fleets=fleets, clients=clients, seconds=seconds, rounds=rounds
         )
 
     def figure_2() -> None:
-        if ("hot team, open", 16) not in rates:
-            raise RuntimeError("figure 1 (hot team, open, 16 clients) did not run")
         http.run(
             results,
             hot=hot["open"],
-            direct_rate=rates[("hot team, open", 16)],
             seconds=max(seconds, 2),
             rounds=rounds,
             workers=options.http_workers,

@@ -21,9 +21,8 @@ def run(
     clients: list[int],
     seconds: int,
     rounds: int,
-) -> dict[tuple[str, int], float]:
-    """Report rows; return the service's median rate per (scenario, clients)."""
-    service_rates: dict[tuple[str, int], float] = {}
+) -> None:
+    """Report rows: the service's median rate against pgbench's, per scenario and clients."""
     report.notes.append(
         "figure 1: the service runs execution_admit(), one autocommit call of the PL/pgSQL function"
         " mantle_admit (locks, state read, decision, execution insert); pgbench runs the same"
@@ -54,6 +53,4 @@ def run(
                     GOAL_AT_16 if count == 16 else 0,
                 )
                 report.add(row)
-                service_rates[(scenario, count)] = sorted(ours)[len(ours) // 2]
     database.truncate_executions()
-    return service_rates
