@@ -1,7 +1,8 @@
 """Figures 5 and 6: what the engine does with what admission lets in, side by side with DBOS
 Transact (bench.peer) on the same PostgreSQL in the same run.
 
-Figure 5, capacity: 1,000 `http/request` steps to a local server that holds each request 5 s.
+Figure 5, capacity: 1,000 `http/request` steps to a local server that holds each request 5 s;
+then the same steps in one step worker with as many slots, and its peak RSS (bench.memory).
 Figure 6, throughput: one-step no-op executions over HTTP and through the service; one
 execution fanning out 1,000 branches of a 1 s sleep at `max_parallel: 100`; a burst under a
 limit of 5 (0.2 s of work each), where promotion on completion meets DBOS's queue polling, and
@@ -23,11 +24,12 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bench import capacity, database, holding, servers
+from bench import capacity, database, holding, memory, servers
 from bench.measure import Measure
 from bench.report import Report, Row, percentile
 from executions.models import TERMINAL, Execution
 from executions.services.admission import execution_admit
+from workflows.models import WorkflowDefinition
 
 PEER_DATABASE = "mantle_bench_dbos"
 CAPACITY_GOAL_S = 10.0
@@ -36,12 +38,13 @@ SERVICE_GOAL = 350.0
 FANOUT_GOAL_S = 12.0
 LIMITED_GOAL = 4.0  # times DBOS's completions per second
 PROMOTION_GOAL_MS = 50.0
+MEMORY_GOAL_MB = 300.0  # RSS of one step worker with 1,000 steps in flight
 DBOS_POLLING_MS = 1000.0  # a DBOS queue's default polling_interval_sec
 
 
 @dataclass(frozen=True)
 class Sizes:
-    steps: int = 1_000  # figure 5
+    steps: int = 1_000  # figure 5, and the steps in flight in one step worker for its memory
     noops: int = 1_000
     branches: int = 1_000
     max_parallel: int = 100
@@ -70,12 +73,15 @@ def _progress(name: str, measure: Measure) -> None:
     )
 
 
-def _on_mantle(name: str, scenario: Callable[[str], Measure]) -> Measure:
+def _on_mantle(
+    name: str, scenario: Callable[[str], Measure], *, settings: dict[str, str] | None = None
+) -> Measure:
     database.truncate_executions()
+    # Its defaults, but for the egress policy (the holding server is on loopback, which
+    # http/request refuses unless allowed) and the scenario's `settings`.
+    environment = {"MANTLE_ENGINE_HTTP": "{allow: [127.0.0.1]}", **(settings or {})}
     try:
-        # Its defaults, but for the egress policy: the holding server is on loopback, which
-        # http/request refuses unless allowed.
-        with servers.serve(environment={"MANTLE_ENGINE_HTTP": "{allow: [127.0.0.1]}"}) as base:
+        with servers.serve(environment=environment) as base:
             _warm_up()
             measure = scenario(base)
     finally:
@@ -84,7 +90,23 @@ def _on_mantle(name: str, scenario: Callable[[str], Measure]) -> Measure:
     return measure
 
 
-def _mantle(sizes: Sizes, url: str) -> dict[str, Measure]:
+def _in_one_worker(calls: WorkflowDefinition, steps: int) -> tuple[Measure, float]:
+    """`steps` held HTTP steps in flight in one step worker with as many slots; its peak RSS."""
+    peak = memory.PeakRss()
+
+    def scenario(base: str) -> Measure:
+        with memory.peak_rss(base.removeprefix("http://")) as sampled:
+            measure = capacity.through_service(calls, steps)
+        peak.mb = sampled.mb
+        return measure
+
+    one_worker = {"MANTLE_ENGINE_WORKERS": "1", "MANTLE_ENGINE_SLOTS_PER_WORKER": str(steps)}
+    measure = _on_mantle("in one worker", scenario, settings=one_worker)
+    return measure, peak.mb
+
+
+def _mantle(sizes: Sizes, url: str) -> tuple[dict[str, Measure], float]:
+    """Each scenario's measure, and the peak RSS of one step worker running `sizes.steps`."""
     calls = capacity.workflow("capacity", capacity.capacity_yaml(url))
     noop = capacity.workflow("noop", capacity.NOOP)
     fanout = capacity.workflow(
@@ -103,6 +125,7 @@ def _mantle(sizes: Sizes, url: str) -> dict[str, Measure]:
         "fanout": _on_mantle("fanout", lambda base: capacity.through_service(fanout, 1)),
         "limited": _on_mantle("limited", lambda base: capacity.limited(limited, sizes.burst)),
     }
+    measures["in one worker"], rss_mb = _in_one_worker(calls, sizes.steps)
     # The fan-out is one execution: its units are its branches.
     fanned = measures["fanout"]
     measures["fanout"] = Measure(
@@ -112,7 +135,7 @@ def _mantle(sizes: Sizes, url: str) -> dict[str, Measure]:
         failed=fanned.failed,
         max_running=fanned.max_running,
     )
-    return measures
+    return measures, rss_mb
 
 
 def _sqlalchemy_url(url: str) -> str:
@@ -218,7 +241,7 @@ def _rate_row(
 
 def run(report: Report, *, sizes: Sizes) -> None:
     with holding.server() as url:
-        ours = _mantle(sizes, url)
+        ours, rss_mb = _mantle(sizes, url)
         theirs = _peer(sizes, url)
     s = sizes
     report.add(
@@ -229,6 +252,21 @@ def run(report: Report, *, sizes: Sizes) -> None:
             theirs["capacity"],
             CAPACITY_GOAL_S,
             s.steps,
+        )
+    )
+    in_one = ours["in one worker"]
+    report.add(
+        Row(
+            "5 capacity",
+            f"memory: the same {s.steps:,} steps in one step worker (slots_per_worker"
+            f" {s.steps:,}): its peak RSS",
+            f"{rss_mb:.0f} MB, {in_one.max_running:,} at once, {_seconds(in_one)}",
+            "",
+            "",
+            f"< {MEMORY_GOAL_MB:.0f} MB, {s.steps:,} at once",
+            "yes"
+            if rss_mb < MEMORY_GOAL_MB and in_one.finished and in_one.max_running >= s.steps
+            else "NO",
         )
     )
     http, service = ours["http"], ours["service"]
