@@ -5,18 +5,22 @@ max_queued and queue_timeout, two named limits shared by three workflows, one of
 both, listed and unlisted, deleted while in use (refused) and once unused, rate limits per
 workflow and per key, rejections by a named limit and by a rate with its Retry-After, and
 debounce). Time is the model's: rules move the rows' timestamps back instead of sleeping.
-Mutants of promotion show that the named-limit and rate invariants can fail."""
+Mutants of promotion show that the named-limit and rate invariants can fail; of admission, that
+the model's check of each admission does."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
@@ -70,15 +74,18 @@ LISTED = {"pooled": (POOL,), "shared": (GATE, POOL), "guarded": (GATE,)}
 RELISTABLE = ("shared", "guarded")
 # name: (max, per_key) of its rate_limit, all of period RATE_PERIOD.
 RATES = {"rated": (2, False), "guarded": (2, False), "keyrated": (1, True)}
-RATE_PERIOD = timedelta(minutes=1)
-DEBOUNCE = timedelta(seconds=20)  # debounced's
+RATE_PERIOD = timedelta(minutes=15)
+DEBOUNCE = timedelta(minutes=5)  # debounced's
 FLOW_CONTROLLED = (*LISTED, *RATES, "debounced")
-TICK = DEBOUNCE  # time_passes: a debounce passes in one, a row leaves the rate window in three
+# time_passes: a debounce passes in one, a row leaves the rate window in three. The database's
+# windows count real time too: the seconds an example takes (20 and more under load) must stay
+# far inside a TICK, or a row leaves the window or a debounce passes before the model has it so.
+TICK = DEBOUNCE
 KEYS = ("a", "b", "c")
 QUEUE_TIMEOUT = timedelta(minutes=1)  # steady's and keyed's; the test's own run time never is
 CLOCK_STEP = QUEUE_TIMEOUT  # a step expires what was queued before it, not what queues after
 _slugs = itertools.count()
-MUTANT_EXAMPLES = 30
+MUTANT_EXAMPLES = 30  # each mutant below is caught within them (derandomized: the same ones)
 BURSTS = st.lists(
     st.tuples(st.sampled_from(KEYS), st.integers(min_value=0, max_value=2)), min_size=1, max_size=4
 )
@@ -187,10 +194,10 @@ class LimitsModel(RuleBasedStateMachine):
         if name in RATES:
             rate_max, per_key = RATES[name]
             extra += (
-                f"rate_limit: {{max: {rate_max}, period: 1m, per_key: {str(per_key).lower()}}}\n"
+                f"rate_limit: {{max: {rate_max}, period: 15m, per_key: {str(per_key).lower()}}}\n"
             )
         if name == "debounced":
-            extra += "debounce: 20s\n"
+            extra += "debounce: 5m\n"
         content = workflow_yaml(name, limit=self.limits[name], on_limit=on_limit, extra=extra)
         return workflow_apply(team=self.team, content=content).workflow
 
@@ -778,9 +785,10 @@ class LimitsModel(RuleBasedStateMachine):
 
 
 class LimitsModelAgainstAMutant(LimitsModel):
-    """The model run against a promotion that breaks a limit. From the first such promotion the
-    database's statuses part from the model's, which the comparison of statuses would report
-    first: here the invariant of that limit alone must catch it."""
+    """The model run against an admission or a promotion that breaks a limit. From the first
+    such promotion the database's statuses part from the model's, which the comparison of
+    statuses would report first: here the invariant of that limit alone must catch it (an
+    admission the model checks as it answers)."""
 
     def database_matches_the_model(self) -> None:
         """Not an invariant here."""
@@ -792,29 +800,52 @@ class LimitsModelAgainstAMutant(LimitsModel):
         self.promote()
 
 
-# Promotion's statements with a limit's check taken out: (statement, what, replaced by) each.
-# Promotion's statements with a limit's check taken out, each: the invariant that must catch it,
-# how many derandomized examples it takes, and (statement, what, replaced by).
+ADMISSION = "mantle_admit"  # the installed function, not a statement of promotion
+
+# A limit's check taken out, each: the check of the model that must catch it, and (promotion's
+# statement or the admission function, what, replaced by).
 MUTANTS = {
-    # Every named limit reads as unlimited.
-    "named limit": (
+    # Promotion reads every named limit as unlimited.
+    "promotion: named limit": (
         "the_named_limits_hold_across_their_workflows",
-        MUTANT_EXAMPLES,
         ("named_limits_state", "SELECT l.id, l.max,", "SELECT l.id, 0,"),
     ),
-    # A workflow's window reads as empty.
-    "rate": (
+    # Promotion reads a workflow's window as empty.
+    "promotion: rate": (
         "at_most_the_rate_became_pending_in_any_window",
-        MUTANT_EXAMPLES,
         ("promotion_state", "LIMIT v.rate_max) AS in_window)", "LIMIT 0) AS in_window)"),
     ),
-    # A key's window bounds nothing.
-    "rate per key": (
-        "at_most_the_rate_became_pending_in_any_window",
-        MUTANT_EXAMPLES,
-        ("fair_queue_heads", "CASE WHEN %(rate_per_key)s THEN", "CASE WHEN false THEN"),
+    # Admission never finds a named limit full.
+    "admission: named limit": (
+        "admit_one",
+        (
+            ADMISSION,
+            "IF _limit_has_queue OR (_limit_max > 0 AND _limit_holders >= _limit_max) THEN",
+            "IF false THEN",
+        ),
+    ),
+    # Admission never finds a rate window full.
+    "admission: rate": (
+        "admit_one",
+        (ADMISSION, "IF _rate_full_until IS NOT NULL THEN", "IF false THEN"),
     ),
 }
+
+
+@contextlib.contextmanager
+def admission_mutated(what: str, replacement: str) -> Iterator[None]:
+    """mantle_admit as installed, with `what` replaced (its own source, pg_get_functiondef, so
+    the mutant cannot drift from it); the original installed again afterwards."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef('mantle_admit'::regproc)")
+        original = cursor.fetchone()[0]
+        assert original.count(what) == 1
+        cursor.execute(original.replace(what, replacement))
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(original)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -834,24 +865,26 @@ def test_limits_hold_in_random_interleavings(mantle_config):
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 @pytest.mark.django_db(transaction=True)
-def test_the_invariant_catches_a_promotion_that_ignores_its_limit(
-    mantle_config, monkeypatch, mutant
-):
+def test_the_model_catches_a_limit_ignored(mantle_config, monkeypatch, mutant):
     mantle_config("engine", max_concurrent_executions_per_team=0)
-    invariant, examples, (statement, what, replacement) = MUTANTS[mutant]
-    assert queries[statement].count(what) == 1
-    monkeypatch.setitem(queries, statement, queries[statement].replace(what, replacement))
-    with pytest.raises(AssertionError) as caught:
-        run_state_machine_as_test(
-            LimitsModelAgainstAMutant,
-            settings=settings(
-                max_examples=examples,
-                stateful_step_count=36,
-                deadline=None,
-                derandomize=True,
-                phases=[Phase.generate],  # the first violation found; no shrinking
-                suppress_health_check=list(HealthCheck),
-            ),
-        )
-    print(f"\nwithout the {mutant} check: {invariant} {str(caught.value).splitlines()[0][:120]}")
-    assert invariant in {entry.name for entry in caught.traceback}, caught.value
+    catcher, (where, what, replacement) = MUTANTS[mutant]
+    with contextlib.ExitStack() as stack:
+        if where == ADMISSION:
+            stack.enter_context(admission_mutated(what, replacement))
+        else:
+            assert queries[where].count(what) == 1
+            monkeypatch.setitem(queries, where, queries[where].replace(what, replacement))
+        with pytest.raises(AssertionError) as caught:
+            run_state_machine_as_test(
+                LimitsModelAgainstAMutant,
+                settings=settings(
+                    max_examples=MUTANT_EXAMPLES,
+                    stateful_step_count=36,
+                    deadline=None,
+                    derandomize=True,
+                    phases=[Phase.generate],  # the first violation found; no shrinking
+                    suppress_health_check=list(HealthCheck),
+                ),
+            )
+    print(f"\n{mutant} ignored: {catcher} {str(caught.value).splitlines()[0][:120]}")
+    assert catcher in {entry.name for entry in caught.traceback}, caught.value
