@@ -178,7 +178,14 @@ def _plans(report: Report, *, fair: fixtures.Target, finished: int) -> None:
         reads = {
             "fair_queue_heads (limit 1, per key 1)": (
                 queries["fair_queue_heads"],
-                {"workflow_id": fair.workflow.id, "per_key": 1, "limit": 1},
+                {
+                    "workflow_id": fair.workflow.id,
+                    "per_key": 1,
+                    "limit": 1,
+                    "rate_per_key": False,
+                    "rate_max": 0,
+                    "rate_period": None,
+                },
             ),
             "a key's holder count": (
                 "SELECT count(*) FROM executions_execution e"
