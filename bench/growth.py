@@ -14,10 +14,10 @@ QUEUED = 10_000
 FINISHED_SQL = """
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, error,
-        created_at, started_at, completed_at)
+        concurrency_key, priority, created_at, started_at, completed_at)
 SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s,
        (ARRAY['completed', 'failed', 'cancelled', 'timed_out'])[1 + g %% 4], '{}', '{}', false,
-       '', now() - g * interval '1 second', now() - g * interval '1 second',
+       '', '', 0, now() - g * interval '1 second', now() - g * interval '1 second',
        now() - g * interval '1 second' + interval '1 second'
   FROM generate_series(1, %(rows)s) g
 """
@@ -25,9 +25,9 @@ SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s,
 QUEUED_SQL = """
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, error, blocked_by,
-        created_at, queued_at)
+        concurrency_key, priority, created_at, queued_at)
 SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, 'queued', '{}', '{}',
-       false, '', 'workflow', now() - g * interval '1 millisecond',
+       false, '', 'workflow', '', 0, now() - g * interval '1 millisecond',
        now() - g * interval '1 millisecond'
   FROM generate_series(1, %(rows)s) g
 """
