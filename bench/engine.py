@@ -1,5 +1,6 @@
 """Figures 5 and 6: what the engine does with what admission lets in, side by side with DBOS
-Transact (bench.peer) on the same PostgreSQL in the same run.
+Transact (bench.peer) on the same PostgreSQL in the same run, each scenario on DBOS right after
+Mantle (the ratios compare one moment of a changing load).
 
 Figure 5, capacity: 1,000 `http/request` steps to a local server that holds each request 5 s;
 then the same steps in one step worker with as many slots, and its peak RSS (bench.memory).
@@ -31,7 +32,7 @@ from executions.models import TERMINAL, Execution
 from executions.services.admission import execution_admit
 from workflows.models import WorkflowDefinition
 
-PEER_DATABASE = "mantle_bench_dbos"
+PEER_DATABASE = f"{database.NAME}_dbos"  # one per bench database: benches may share a server
 CAPACITY_GOAL_S = 10.0
 HTTP_GOAL = 200.0
 SERVICE_GOAL = 350.0
@@ -105,39 +106,6 @@ def _in_one_worker(calls: WorkflowDefinition, steps: int) -> tuple[Measure, floa
     return measure, peak.mb
 
 
-def _mantle(sizes: Sizes, url: str) -> tuple[dict[str, Measure], float]:
-    """Each scenario's measure, and the peak RSS of one step worker running `sizes.steps`."""
-    calls = capacity.workflow("capacity", capacity.capacity_yaml(url))
-    noop = capacity.workflow("noop", capacity.NOOP)
-    fanout = capacity.workflow(
-        "fanout", capacity.fanout_yaml(sizes.branches, sizes.max_parallel, sizes.branch_seconds)
-    )
-    limited = capacity.workflow("limited", capacity.limited_yaml(sizes.limit, sizes.work_seconds))
-    key = capacity.api_key()
-    measures = {
-        "capacity": _on_mantle(
-            "capacity", lambda base: capacity.through_service(calls, sizes.steps)
-        ),
-        "http": _on_mantle(
-            "http", lambda base: capacity.over_http(noop, sizes.noops, base=base, key=key)
-        ),
-        "service": _on_mantle("service", lambda base: capacity.through_service(noop, sizes.noops)),
-        "fanout": _on_mantle("fanout", lambda base: capacity.through_service(fanout, 1)),
-        "limited": _on_mantle("limited", lambda base: capacity.limited(limited, sizes.burst)),
-    }
-    measures["in one worker"], rss_mb = _in_one_worker(calls, sizes.steps)
-    # The fan-out is one execution: its units are its branches.
-    fanned = measures["fanout"]
-    measures["fanout"] = Measure(
-        count=sizes.branches,
-        seconds=fanned.seconds,
-        done=sizes.branches if fanned.finished else 0,
-        failed=fanned.failed,
-        max_running=fanned.max_running,
-    )
-    return measures, rss_mb
-
-
 def _sqlalchemy_url(url: str) -> str:
     """The peer's system database as a URL SQLAlchemy reads (a socket directory as `host=`)."""
     params = conninfo_to_dict(url)
@@ -147,48 +115,98 @@ def _sqlalchemy_url(url: str) -> str:
     return database.with_database(url, PEER_DATABASE)
 
 
-def _peer(sizes: Sizes, url: str) -> dict[str, Measure]:
+def _drop_peer_database() -> None:
     mantle_database = os.environ["DATABASE_URL"]  # set by bench.database.prepare
     with psycopg.connect(
         database.with_database(mantle_database, "postgres"), autocommit=True
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{PEER_DATABASE}" WITH (FORCE)')
-    scenarios = [
-        ["capacity", {"count": sizes.steps, "url": url}],
-        ["noops", {"count": sizes.noops}],
-        [
-            "fanout",
-            {
-                "branches": sizes.branches,
-                "limit": sizes.max_parallel,
-                "seconds": sizes.branch_seconds,
-            },
-        ],
-        ["limited", {"count": sizes.burst, "limit": sizes.limit, "seconds": sizes.work_seconds}],
-    ]
+
+
+def _on_peer(scenario: str, arguments: dict[str, object]) -> Measure:
+    """One scenario in a fresh DBOS process."""
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "bench.peer",
-            _sqlalchemy_url(mantle_database),
-            json.dumps(scenarios),
+            _sqlalchemy_url(os.environ["DATABASE_URL"]),
+            json.dumps([[scenario, arguments]]),
         ],
         cwd=servers.ROOT,
         capture_output=True,
         text=True,
         timeout=900,
     )
-    measures = {}
     for line in result.stdout.splitlines():
         if line.startswith("RESULT "):
             found = json.loads(line.removeprefix("RESULT "))
-            name = found.pop("scenario")
-            measures[name] = Measure(**found)
-            _progress(f"DBOS {name}", measures[name])
-    if result.returncode != 0 or len(measures) != len(scenarios):
-        raise RuntimeError(f"the DBOS peer failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
-    return measures
+            del found["scenario"]
+            measure = Measure(**found)
+            _progress(f"DBOS {scenario}", measure)
+            if result.returncode == 0:
+                return measure
+    raise RuntimeError(f"the DBOS peer failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+
+
+Pair = tuple[Measure, Measure]  # (Mantle's, DBOS's)
+
+
+def _pairs(sizes: Sizes, url: str) -> dict[str, Pair]:
+    """Each scenario on Mantle, then at once on DBOS, so that a ratio compares one moment of
+    the machine's load."""
+    calls = capacity.workflow("capacity", capacity.capacity_yaml(url))
+    noop = capacity.workflow("noop", capacity.NOOP)
+    fanout = capacity.workflow(
+        "fanout", capacity.fanout_yaml(sizes.branches, sizes.max_parallel, sizes.branch_seconds)
+    )
+    limited = capacity.workflow("limited", capacity.limited_yaml(sizes.limit, sizes.work_seconds))
+    key = capacity.api_key()
+    noops = ("noops", {"count": sizes.noops})
+    scenarios: dict[str, tuple[Callable[[str], Measure], tuple[str, dict[str, object]]]] = {
+        "capacity": (
+            lambda base: capacity.through_service(calls, sizes.steps),
+            ("capacity", {"count": sizes.steps, "url": url}),
+        ),
+        "http": (lambda base: capacity.over_http(noop, sizes.noops, base=base, key=key), noops),
+        "service": (lambda base: capacity.through_service(noop, sizes.noops), noops),
+        "fanout": (
+            lambda base: capacity.through_service(fanout, 1),
+            (
+                "fanout",
+                {
+                    "branches": sizes.branches,
+                    "limit": sizes.max_parallel,
+                    "seconds": sizes.branch_seconds,
+                },
+            ),
+        ),
+        "limited": (
+            lambda base: capacity.limited(limited, sizes.burst),
+            (
+                "limited",
+                {"count": sizes.burst, "limit": sizes.limit, "seconds": sizes.work_seconds},
+            ),
+        ),
+    }
+    _drop_peer_database()
+    pairs = {
+        name: (_on_mantle(name, ours), _on_peer(*theirs))
+        for name, (ours, theirs) in scenarios.items()
+    }
+    # The fan-out is one execution: its units are its branches.
+    fanned, theirs = pairs["fanout"]
+    pairs["fanout"] = (
+        Measure(
+            count=sizes.branches,
+            seconds=fanned.seconds,
+            done=sizes.branches if fanned.finished else 0,
+            failed=fanned.failed,
+            max_running=fanned.max_running,
+        ),
+        theirs,
+    )
+    return pairs
 
 
 def _seconds(measure: Measure) -> str:
@@ -241,20 +259,19 @@ def _rate_row(
 
 def run(report: Report, *, sizes: Sizes) -> None:
     with holding.server() as url:
-        ours, rss_mb = _mantle(sizes, url)
-        theirs = _peer(sizes, url)
+        pairs = _pairs(sizes, url)
+        calls = capacity.workflow("capacity", capacity.capacity_yaml(url))
+        in_one, rss_mb = _in_one_worker(calls, sizes.steps)
     s = sizes
     report.add(
         _timed_row(
             "5 capacity",
             f"{s.steps:,} http/request steps, each held {holding.HOLD:.0f} s by a local server",
-            ours["capacity"],
-            theirs["capacity"],
+            *pairs["capacity"],
             CAPACITY_GOAL_S,
             s.steps,
         )
     )
-    in_one = ours["in one worker"]
     report.add(
         Row(
             "5 capacity",
@@ -269,13 +286,13 @@ def run(report: Report, *, sizes: Sizes) -> None:
             else "NO",
         )
     )
-    http, service = ours["http"], ours["service"]
+    (http, theirs_http), (service, theirs_service) = pairs["http"], pairs["service"]
     report.add(
         _rate_row(
             "6 throughput",
             f"{s.noops:,} one-step no-op executions over HTTP, {capacity.CLIENTS} clients",
             http,
-            theirs["noops"],
+            theirs_http,
             f"≥ {HTTP_GOAL:.0f} /s",
             http.rate >= HTTP_GOAL,
         )
@@ -286,7 +303,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
             f"{s.noops:,} one-step no-op executions through the service, "
             f"{capacity.CLIENTS} threads",
             service,
-            theirs["noops"],
+            theirs_service,
             f"≥ {SERVICE_GOAL:.0f} /s",
             service.rate >= SERVICE_GOAL,
         )
@@ -296,21 +313,20 @@ def run(report: Report, *, sizes: Sizes) -> None:
             "6 throughput",
             f"one execution fanning out {s.branches:,} branches of a {s.branch_seconds:g} s "
             f"sleep, max_parallel {s.max_parallel}",
-            ours["fanout"],
-            theirs["fanout"],
+            *pairs["fanout"],
             FANOUT_GOAL_S,
             s.max_parallel,
         )
     )
-    limited = ours["limited"]
-    ratio = limited.rate / theirs["limited"].rate
+    limited, theirs_limited = pairs["limited"]
+    ratio = limited.rate / theirs_limited.rate
     report.add(
         _rate_row(
             "6 throughput",
             f"burst of {s.burst} under a limit of {s.limit}, {s.work_seconds:g} s of work each:"
             " completions",
             limited,
-            theirs["limited"],
+            theirs_limited,
             f"≥ {LIMITED_GOAL:.2f}",
             ratio >= LIMITED_GOAL,
         )
@@ -328,14 +344,17 @@ def run(report: Report, *, sizes: Sizes) -> None:
             "yes" if p99 < PROMOTION_GOAL_MS else "NO",
         )
     )
-    failed = {name: m.failed for name, m in ours.items() if m.failed}
-    failed |= {f"DBOS {name}": m.failed for name, m in theirs.items() if m.failed}
+    failed = {name: m.failed for name, (m, _) in pairs.items() if m.failed}
+    failed |= {f"DBOS {name}": m.failed for name, (_, m) in pairs.items() if m.failed}
+    if in_one.failed:
+        failed["in one worker"] = in_one.failed
     if failed:
         report.notes.append(f"figures 5 and 6: failed executions or workflows: {failed}")
     report.notes.append(
         "figures 5 and 6: the reference is DBOS Transact (bench/peer.py: one process, its"
-        " defaults, its own system database on the same PostgreSQL), run after Mantle in the same"
-        " run; workflows without a limit start with DBOS.start_workflow from 16 threads, limits"
+        " defaults, its own system database on the same PostgreSQL), each scenario run in a fresh"
+        " DBOS process right after Mantle's run of it; workflows without a limit start with"
+        " DBOS.start_workflow from 16 threads, limits"
         " are DBOS queues (register_queue, global_concurrency); the ratio is Mantle's speed over"
         " DBOS's (its time over ours, our rate over its rate), above 1 Mantle is ahead; each"
         f" Mantle scenario is cut after {capacity.DEADLINE:.0f} s"
