@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Func, IntegerField, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -30,8 +30,10 @@ from django.utils import timezone
 from engine import dispatch
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import lifecycle
+from executions.sql import queries
+from teams.models import Team
 from workflows.expressions import ExpressionError, evaluate_condition, render
-from workflows.models import WorkflowVersion
+from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
 
 DONE = frozenset(
@@ -42,11 +44,6 @@ FANOUT_WINDOW = 1000  # branch rows of one fan-out pending or running at once, a
 
 
 _SPECS: dict[int, WorkflowSpec] = {}
-
-
-def spec_of(version: WorkflowVersion) -> WorkflowSpec:
-    """A version never changes, so its parsed spec is kept (per process, bounded)."""
-    return _SPECS.get(version.id) or _keep(version.id, version.spec)
 
 
 def spec_by_id(version_id: int) -> WorkflowSpec:
@@ -165,26 +162,23 @@ def executions_start(limit: int) -> int:
     in one transaction; how many it started."""
     with transaction.atomic():
         execution_ids = dispatch.executions_claim(limit)
-        advance_many(execution_ids)
+        # An execution has no step rows before it runs (admission and promotion create it
+        # pending, nothing moves it back), so there are none to read.
+        advance_many(execution_ids, started=True)
     return len(execution_ids)
 
 
-def advance_many(execution_ids: Collection[uuid.UUID]) -> None:
+def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False) -> None:
     """Advance each execution, in one transaction (the caller's, when it has one). The rows are
     locked in id order, so two workers advancing overlapping sets never deadlock. The steps they
-    create are inserted in one statement, then the executions that ended are ended in one."""
+    create are inserted in one statement, then the executions that ended are ended in one.
+    `started`: they have just started in this transaction, so they have no step rows yet."""
     if not execution_ids:
         return
     with transaction.atomic(savepoint=False):
-        executions = (
-            Execution.objects.select_for_update(of=("self",))
-            .select_related("version", "workflow", "team")
-            .defer("inputs", "trigger")  # loaded only if an expression reads them
-            .filter(id__in=list(execution_ids))
-            .order_by("id")
-        )
+        executions = _executions_locked(execution_ids)
         running = [execution for execution in executions if execution.status == Status.RUNNING]
-        rows = _step_rows([execution.id for execution in running])
+        rows = {} if started else _step_rows([execution.id for execution in running])
         created: list[StepExecution] = []
         finishes = []
         for execution in running:
@@ -194,6 +188,36 @@ def advance_many(execution_ids: Collection[uuid.UUID]) -> None:
         # Before the ends: ending a failed execution cancels its pending steps, these included.
         StepExecution.objects.bulk_create(created)
         lifecycle.executions_finish_locked(finishes)
+
+
+# The columns of an Execution that an advance reads (the others load if read: an expression's
+# `inputs` and `trigger`), in the model's order, as Model.from_db takes them.
+_LOCKED = tuple(
+    field.attname
+    for field in Execution._meta.concrete_fields
+    if field.attname in {"id", "team_id", "workflow_id", "version_id", "status", "started_at"}
+)
+
+
+def _executions_locked(execution_ids: Collection[uuid.UUID]) -> list[Execution]:
+    """The executions, locked in id order, each with its workflow's name and its team's slug.
+    (A statement of its own: compiling the equivalent queryset cost more CPU than the rest of
+    a no-op execution's advance.)"""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["executions_lock"], {"ids": list(execution_ids)})
+        names = [column.name for column in cursor.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    executions = []
+    for row in rows:
+        execution = Execution.from_db(connection.alias, _LOCKED, [row[name] for name in _LOCKED])
+        execution.workflow = WorkflowDefinition.from_db(
+            connection.alias, ["id", "name"], [row["workflow_id"], row["workflow_name"]]
+        )
+        execution.team = Team.from_db(
+            connection.alias, ["id", "slug"], [row["team_id"], row["team_slug"]]
+        )
+        executions.append(execution)
+    return executions
 
 
 def _step_rows(execution_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StepExecution]]:
@@ -213,7 +237,7 @@ def _advance(
 ) -> tuple[str, str] | None:
     """Plan the execution's next steps (appended to `created`, for its caller to insert); its
     terminal (status, error) when it ends."""
-    spec = spec_of(execution.version)
+    spec = spec_by_id(execution.version_id)
     deadline = workflow_deadline(execution, spec)
     if deadline is not None and timezone.now() >= deadline:
         return Status.TIMED_OUT, f"workflow timed out after {spec.timeout:g}s"
@@ -224,7 +248,8 @@ def _advance(
         spec,
         rows,
         {name: count for name, count in item_counts.items() if count is not None},
-        _branch_counts(execution) if fans_out else {},
+        # Branch rows exist only under their fan-out's own row, one of `rows`.
+        _branch_counts(execution) if fans_out and rows else {},
         created,
     )
     for step in spec.steps:

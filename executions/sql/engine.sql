@@ -14,6 +14,19 @@ UPDATE executions_execution SET status = 'running', started_at = now()
                ORDER BY ranked.turn, x.created_at LIMIT %(limit)s FOR UPDATE OF x SKIP LOCKED)
 RETURNING id
 
+-- name: executions_lock
+-- The executions %(ids)s, locked in id order (two workers advancing overlapping sets never
+-- deadlock): the columns engine.orchestrator's advance reads, its workflow's name and its team's
+-- slug.
+SELECT e.id, e.team_id, e.workflow_id, e.version_id, e.status, e.started_at,
+       w.name AS workflow_name, t.slug AS team_slug
+  FROM executions_execution e
+  JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
+  JOIN teams_team t ON t.id = e.team_id
+ WHERE e.id = ANY(%(ids)s::uuid[])
+ ORDER BY e.id
+   FOR UPDATE OF e
+
 -- name: step_claimed
 -- What running one attempt needs, besides its params: the columns of engine.dispatch.Claim.
 s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
