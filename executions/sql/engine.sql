@@ -27,6 +27,15 @@ SELECT e.id, e.team_id, e.workflow_id, e.version_id, e.status, e.started_at,
  ORDER BY e.id
    FOR UPDATE OF e
 
+-- name: step_rows
+-- The steps' own rows (not a fan-out's branches) of the executions %(ids)s, every column but a
+-- fan-out's items, and item_count: how many items it has.
+SELECT id, execution_id, name, fanout_index, status, attempt, output, error, lease_owner,
+       lease_expires_at, not_before, created_at, started_at, completed_at,
+       jsonb_array_length(items) AS item_count
+  FROM executions_stepexecution
+ WHERE execution_id = ANY(%(ids)s::uuid[]) AND fanout_index IS NULL
+
 -- name: step_claimed
 -- What running one attempt needs, besides its params: the columns of engine.dispatch.Claim.
 s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
