@@ -14,9 +14,9 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -130,6 +130,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, DATABASE_ERRORS):
         body, headers = _database_error(exc)
         return Response(body, status=503, headers=headers)
+    # Django's own, as DRF's default handler maps them (an unknown `?format=` raises Http404).
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
     exc = _translate(exc) or exc
     if not isinstance(exc, exceptions.APIException):
         return None  # a bug: Django's 500, turned into JSON by the middleware

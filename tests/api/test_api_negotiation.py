@@ -21,3 +21,11 @@ def test_what_does_not_accept_json_is_406_in_json(api, team, accept):
     response = api.get("/api/v1/workflows", headers={"Accept": accept})
     assert response.status_code == 406
     assert response.json()["error"]
+
+
+
+def test_a_format_the_api_does_not_render_is_404_in_json(api, team):
+    response = api.get("/api/v1/workflows?format=xml")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert api.get("/api/v1/workflows?format=json").status_code == 200
