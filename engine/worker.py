@@ -102,6 +102,11 @@ class StepWorker:
         self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
+        # Set while the listener is to wake the claim loop on a notification: cleared when it
+        # has, set again as the next claim begins. A notification in between announces a commit
+        # that claim sees anyway, so the listener reads none (10 workers each read every one).
+        self.armed = threading.Event()
+        self.armed.set()
         self.starting: asyncio.Future[int] | None = None
         self.found_work = False  # since the last claim began: executions started, steps claimed
         self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
@@ -138,6 +143,7 @@ class StepWorker:
         while not self.stopping:
             began = loop.time()
             self.wake.clear()  # before claiming: a notification during the claim is not lost
+            self.armed.set()
             self.found_work = False
             try:
                 claimed = await self._claim()
@@ -306,15 +312,17 @@ def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
     return claims
 
 
-def _listen(loop: asyncio.AbstractEventLoop, wake: asyncio.Event, stop: threading.Event) -> None:
+def _listen(loop: asyncio.AbstractEventLoop, worker: StepWorker, stop: threading.Event) -> None:
     while not stop.is_set():
         try:
             with locks.listen(WORK_CHANNEL) as wait:
                 # (Re)connected: work may have been announced while no one listened.
-                loop.call_soon_threadsafe(wake.set)
+                loop.call_soon_threadsafe(worker.wake.set)
                 while not stop.is_set():
-                    if wait(1.0):
-                        loop.call_soon_threadsafe(wake.set)
+                    if worker.armed.wait(1.0) and wait(1.0):
+                        # Disarmed before the wake: the claim it causes arms the listener again.
+                        worker.armed.clear()
+                        loop.call_soon_threadsafe(worker.wake.set)
         except DatabaseError:
             logger.warning("listener lost its connection; reconnecting", exc_info=True)
             stop.wait(1.0)
@@ -325,7 +333,7 @@ async def _serve(worker: StepWorker, stop: threading.Event) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, worker.stop)
     run = asyncio.create_task(worker.run())
-    listener = threading.Thread(target=_listen, args=(loop, worker.wake, stop), name="listener")
+    listener = threading.Thread(target=_listen, args=(loop, worker, stop), name="listener")
     listener.start()
     try:
         await run
