@@ -23,7 +23,6 @@ def test_what_does_not_accept_json_is_406_in_json(api, team, accept):
     assert response.json()["error"]
 
 
-
 def test_a_format_the_api_does_not_render_is_404_in_json(api, team):
     response = api.get("/api/v1/workflows?format=xml")
     assert response.status_code == 404
