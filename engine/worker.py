@@ -104,7 +104,7 @@ class StepWorker:
         self.wake = asyncio.Event()
         # Set while the listener is to wake the claim loop on a notification: cleared when it
         # has, set again as the next claim begins. A notification in between announces a commit
-        # that claim sees anyway, so the listener reads none (10 workers each read every one).
+        # that claim sees anyway, so it wakes nothing (10 workers each get every one).
         self.armed = threading.Event()
         self.armed.set()
         self.starting: asyncio.Future[int] | None = None
@@ -319,7 +319,10 @@ def _listen(loop: asyncio.AbstractEventLoop, worker: StepWorker, stop: threading
                 # (Re)connected: work may have been announced while no one listened.
                 loop.call_soon_threadsafe(worker.wake.set)
                 while not stop.is_set():
-                    if worker.armed.wait(1.0) and wait(1.0):
+                    # Every notification is read as it arrives. One read while disarmed was
+                    # committed before the next claim arms the listener, so that claim sees its
+                    # work: it is dropped. Left unread it would wake the claim after that one.
+                    if wait(1.0) and worker.armed.is_set():
                         # Disarmed before the wake: the claim it causes arms the listener again.
                         worker.armed.clear()
                         loop.call_soon_threadsafe(worker.wake.set)
