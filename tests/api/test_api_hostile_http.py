@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
+import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -63,6 +66,24 @@ def test_chunked_bodies_are_read_whole_capped_and_signed_as_read(team: Team, ser
     assert hook_execution.trigger["payload"]["ref"] == "main"
     assert Execution.objects.get(id=run.json()["execution_id"]).inputs == {"ref": "v2"}
     assert Execution.objects.count() == 2
+
+
+def test_a_worker_serves_the_next_client_while_the_last_one_keeps_its_connection_open(
+    team: Team, serve
+) -> None:
+    server = serve(workers=1)
+    address = urlsplit(server.url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as last:
+        last.sendall(b"GET /healthz HTTP/1.1\r\nHost: mantle\r\n\r\n")
+        answer = b""
+        while chunk := last.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        # `last` has not closed its end: gunicorn's graceful close would keep the only worker
+        # waiting for its FIN for 2 s.
+        started = time.monotonic()
+        assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        assert time.monotonic() - started < 1.5
 
 
 def test_gunicorns_own_refusals_are_json(team: Team, serve) -> None:
