@@ -31,7 +31,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 
 
 def idempotency_key(request: Request) -> str | None:
-    key = request.headers.get("Idempotency-Key")
+    key = request.META.get("HTTP_IDEMPOTENCY_KEY")  # not request.headers: see teams.auth
     if key is None:
         return None
     if not IDEMPOTENCY_KEY.fullmatch(key):
