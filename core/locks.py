@@ -18,12 +18,13 @@ with no Python in between.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 
 from django.conf import settings
 from django.db import OperationalError, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import errors as pg_errors
 
 
@@ -154,20 +155,16 @@ def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
         holder.close()
 
 
-@contextmanager
-def listen(channel: str) -> Iterator[Callable[[float], bool]]:
-    """LISTEN on `channel` on a connection of its own (autocommit). Yields `wait(timeout)`: True
-    as soon as a notification arrives, False after `timeout`."""
+def listen(channel: str) -> BaseDatabaseWrapper:
+    """A connection of its own (autocommit) that LISTENs on `channel`: its caller reads the
+    notifications (`.connection.pgconn`) and closes it."""
     listener = connections.create_connection(settings.DIRECT_DATABASE_ALIAS)
     try:
         listener.ensure_connection()
         raw = listener.connection
         raw.autocommit = True
         raw.execute(f"LISTEN {channel}")
-
-        def wait(timeout: float) -> bool:
-            return any(True for _ in raw.notifies(timeout=timeout, stop_after=1))
-
-        yield wait
-    finally:
+    except BaseException:
         listener.close()
+        raise
+    return listener

@@ -2,8 +2,8 @@
 
 One asyncio event loop runs the actions (a step waiting on I/O holds a slot, not a process);
 database work goes through a small pool of threads, each with its own connection, never one
-connection per step. Beside the loop, the listener thread: LISTEN on the work channel; a
-notification wakes the claim loop. (The engine clock runs in a process of its own, so a worker
+connection per step. The loop also reads the listener's connection (LISTEN on the work channel):
+a notification wakes the claim loop. (The engine clock runs in a process of its own, so a worker
 that hangs never stops the reaper that recovers its steps.)
 
 The claim loop starts pending executions (claimed and advanced in one transaction, one batch
@@ -27,7 +27,6 @@ import logging
 import os
 import signal
 import socket
-import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,8 +34,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from core import locks
 from engine import dispatch, orchestrator, runner
@@ -102,11 +103,7 @@ class StepWorker:
         self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
-        # Set while the listener is to wake the claim loop on a notification: cleared when it
-        # has, set again as the next claim begins. A notification in between announces a commit
-        # that claim sees anyway, so it wakes nothing (10 workers each get every one).
-        self.armed = threading.Event()
-        self.armed.set()
+        self.listener = _Listener(self.wake)
         self.starting: asyncio.Future[int] | None = None
         self.found_work = False  # since the last claim began: executions started, steps claimed
         self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
@@ -118,9 +115,11 @@ class StepWorker:
         async with httpx.AsyncClient(trust_env=False, limits=limits) as http:
             self.context = ActionContext(http=http)
             heartbeat = asyncio.create_task(self._heartbeat_loop())
+            self._background(asyncio.create_task(self.listener.open()))
             await self._claim_loop()
             await self._drain()
             heartbeat.cancel()
+        self.listener.close()
         for pool in (self.db, self.claims, self.starts, self.leases):
             pool.shutdown()
 
@@ -143,7 +142,7 @@ class StepWorker:
         while not self.stopping:
             began = loop.time()
             self.wake.clear()  # before claiming: a notification during the claim is not lost
-            self.armed.set()
+            self.listener.arm()
             self.found_work = False
             try:
                 claimed = await self._claim()
@@ -304,6 +303,80 @@ class StepWorker:
         return f"worker {self.owner}"
 
 
+class _Listener:
+    """LISTEN on the work channel, read on the event loop, and only while armed: the claim loop
+    arms it as a claim begins, and the first notification then disarms it and wakes the loop.
+    Disarmed, it reads nothing: every notification goes to every worker (10 in a default serve),
+    and a listener thread reading each as it came cost a tenth of the CPU of a no-op
+    execution. Arming drops what came meanwhile: it was committed before the claim about to
+    begin, which sees that work."""
+
+    def __init__(self, wake: asyncio.Event) -> None:
+        self.wake = wake
+        self.connection: BaseDatabaseWrapper | None = None
+        self.socket = -1  # the connection's, read while armed
+        self.armed = False
+        self.reopening: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        """Connect and LISTEN (again after a loss), retrying each second until it can."""
+        while self.connection is None:
+            try:
+                self.connection = await asyncio.to_thread(locks.listen, WORK_CHANNEL)
+                self.socket = self._pgconn().socket
+            except DatabaseError:
+                logger.warning("listener cannot connect; retrying", exc_info=True)
+                await asyncio.sleep(1.0)
+        if self.armed:
+            self._watch()
+        self.wake.set()  # work may have been announced while no one listened
+
+    def arm(self) -> None:
+        if self.armed:
+            return
+        self.armed = True
+        if self.connection is not None:
+            self._read()  # what came meanwhile: dropped
+        if self.connection is not None:
+            self._watch()
+
+    def close(self) -> None:
+        if self.connection is not None:
+            asyncio.get_running_loop().remove_reader(self.socket)
+            self.connection.close()
+            self.connection = None
+
+    def _pgconn(self) -> psycopg.pq.abc.PGconn:
+        assert self.connection is not None
+        return self.connection.connection.pgconn
+
+    def _watch(self) -> None:
+        asyncio.get_running_loop().add_reader(self.socket, self._readable)
+
+    def _readable(self) -> None:
+        if self._read():
+            self.armed = False
+            if self.connection is not None:
+                asyncio.get_running_loop().remove_reader(self.socket)
+            self.wake.set()
+
+    def _read(self) -> bool:
+        """Read what arrived, dropping the notifications: whether any came (or the connection
+        was lost: then the claim loop claims while a new connection opens)."""
+        pgconn = self._pgconn()
+        try:
+            pgconn.consume_input()
+        except psycopg.OperationalError:
+            logger.warning("listener lost its connection; reconnecting", exc_info=True)
+            self.close()
+            self.reopening = asyncio.get_running_loop().create_task(self.open())
+            return True
+        came = False
+        while pgconn.notifies() is not None:
+            came = True
+        return came
+
+
 def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
     """Claim steps, and read the specs of versions this process has not seen (once each)."""
     claims = dispatch.steps_claim(owner, limit)
@@ -312,40 +385,14 @@ def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
     return claims
 
 
-def _listen(loop: asyncio.AbstractEventLoop, worker: StepWorker, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            with locks.listen(WORK_CHANNEL) as wait:
-                # (Re)connected: work may have been announced while no one listened.
-                loop.call_soon_threadsafe(worker.wake.set)
-                while not stop.is_set():
-                    # Every notification is read as it arrives. One read while disarmed was
-                    # committed before the next claim arms the listener, so that claim sees its
-                    # work: it is dropped. Left unread it would wake the claim after that one.
-                    if wait(1.0) and worker.armed.is_set():
-                        # Disarmed before the wake: the claim it causes arms the listener again.
-                        worker.armed.clear()
-                        loop.call_soon_threadsafe(worker.wake.set)
-        except DatabaseError:
-            logger.warning("listener lost its connection; reconnecting", exc_info=True)
-            stop.wait(1.0)
-
-
-async def _serve(worker: StepWorker, stop: threading.Event) -> None:
+async def _serve(worker: StepWorker) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, worker.stop)
-    run = asyncio.create_task(worker.run())
-    listener = threading.Thread(target=_listen, args=(loop, worker, stop), name="listener")
-    listener.start()
-    try:
-        await run
-    finally:
-        stop.set()
-        await asyncio.to_thread(listener.join)
+    await worker.run()
 
 
 def serve() -> None:
     """Run a step worker until SIGTERM / SIGINT."""
     worker = StepWorker(slots=settings.MANTLE.engine.slots_per_worker)
-    asyncio.run(_serve(worker, threading.Event()))
+    asyncio.run(_serve(worker))
