@@ -21,10 +21,11 @@ import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import OperationalError, connection, connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import errors as pg_errors
 
 
@@ -155,16 +156,16 @@ def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
         holder.close()
 
 
-def listen(channel: str) -> BaseDatabaseWrapper:
-    """A connection of its own (autocommit) that LISTENs on `channel`: its caller reads the
-    notifications (`.connection.pgconn`) and closes it."""
+def listen(channel: str) -> psycopg.Connection[Any]:
+    """A connection of its own (autocommit, outside Django's connection handling) that LISTENs
+    on `channel`: its caller reads the notifications (`.pgconn`) and closes it."""
     listener = connections.create_connection(settings.DIRECT_DATABASE_ALIAS)
+    listener.ensure_connection()
+    raw: psycopg.Connection[Any] = listener.connection
     try:
-        listener.ensure_connection()
-        raw = listener.connection
         raw.autocommit = True
         raw.execute(f"LISTEN {channel}")
     except BaseException:
-        listener.close()
+        raw.close()
         raise
-    return listener
+    return raw

@@ -62,6 +62,21 @@ def steps_claim(owner: str, limit: int) -> list[Claim]:
         return [Claim(*row) for row in cursor.fetchall()]
 
 
+def steps_claim_started(owner: str, execution_ids: list[uuid.UUID], limit: int) -> list[Claim]:
+    """Up to `limit` of the first steps of executions started in this transaction, for `owner`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries["steps_claim_started"],
+            {
+                "owner": owner,
+                "ids": execution_ids,
+                "limit": limit,
+                "lease": settings.MANTLE.engine.step_lease,
+            },
+        )
+        return [Claim(*row) for row in cursor.fetchall()]
+
+
 def steps_expired() -> list[tuple[Claim, str]]:
     """Running attempts whose lease expired, with the owner that lost them."""
     with connection.cursor() as cursor:

@@ -157,15 +157,18 @@ def advance(execution_id: uuid.UUID) -> None:
     advance_many([execution_id])
 
 
-def executions_start(limit: int) -> int:
-    """Claim up to `limit` pending executions (pending → running) and create their first steps,
-    in one transaction; how many it started."""
+def executions_start(limit: int, *, owner: str, room: int) -> tuple[int, list[dispatch.Claim]]:
+    """Claim up to `limit` pending executions (pending → running), create their first steps and
+    claim up to `room` of those for `owner`, in one transaction: how many it started, and the
+    claims. (The steps it leaves are claimed by any worker.)"""
     with transaction.atomic():
         execution_ids = dispatch.executions_claim(limit)
         # An execution has no step rows before it runs (admission and promotion create it
         # pending, nothing moves it back), so there are none to read.
         advance_many(execution_ids, started=True)
-    return len(execution_ids)
+        if not execution_ids or room <= 0:
+            return len(execution_ids), []
+        return len(execution_ids), dispatch.steps_claim_started(owner, execution_ids, room)
 
 
 def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False) -> None:

@@ -7,8 +7,9 @@ a notification wakes the claim loop. (The engine clock runs in a process of its 
 that hangs never stops the reaper that recovers its steps.)
 
 The claim loop starts pending executions (claimed and advanced in one transaction, one batch
-at a time on a connection of its own, whether slots are free or not) and claims due steps, at
-most as many as it has free slots, then sleeps until a notification, a freed slot, the
+at a time on a connection of its own, whether slots are free or not; that transaction claims
+the first steps it creates, as many as there are free slots) and then claims due steps, as many
+as it has free slots, then sleeps until a notification, a freed slot, the
 earliest retry's `not_before`, or the safety poll. A claimed step whose params read no
 expression starts without another query. Finished attempts are settled in batches: one
 transaction ends every attempt that finished meanwhile and advances their executions, by at
@@ -37,7 +38,6 @@ import httpx
 import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.backends.base.base import BaseDatabaseWrapper
 
 from core import locks
 from engine import dispatch, orchestrator, runner
@@ -104,7 +104,6 @@ class StepWorker:
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
         self.listener = _Listener(self.wake)
-        self.starting: asyncio.Future[int] | None = None
         self.found_work = False  # since the last claim began: executions started, steps claimed
         self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
         self.settlers = 0
@@ -157,28 +156,26 @@ class StepWorker:
             await asyncio.sleep(began + interval - loop.time())
 
     async def _claim(self) -> bool:
-        """Claim what this worker has room for; True when it may find more at once."""
-        # Starting an execution takes no slot (it creates its first steps, for any worker to
-        # claim), so a full worker starts them too: a start never waits for a slot to free.
-        if self.starting is None:
-            self.starting = self._on(self.starts, orchestrator.executions_start, EXECUTION_BATCH)
-            self.starting.add_done_callback(self._started)
-            self._background(self.starting)
+        """Start pending executions, then claim due steps; True when either may find more at
+        once. A start claims the first steps it creates, as many as there are free slots (so a
+        new execution's first steps come before the next branches of a fan-out, as in a step
+        claim); what it leaves waits for any worker. A full worker starts executions too, so a
+        start never waits for a slot to free."""
         free = self.slots - len(self.held)
-        if free <= 0:
-            return False
+        started, first = await self._on(
+            self.starts, orchestrator.executions_start, EXECUTION_BATCH, owner=self.owner, room=free
+        )
+        self._hold(first)
+        free -= len(first)
         claims = await self._on(self.claims, _steps_claim, self.owner, free)
-        self.found_work |= bool(claims)
+        self._hold(claims)
+        self.found_work = bool(started or claims)
+        return started == EXECUTION_BATCH or len(claims) == free > 0
+
+    def _hold(self, claims: list[dispatch.Claim]) -> None:
         for claim in claims:
             held = self.held[claim.id] = _Held(claim)
             self._background(asyncio.create_task(self._attempt(held)))
-        return len(claims) == free
-
-    def _started(self, future: asyncio.Future[int]) -> None:
-        self.starting = None
-        if not future.cancelled() and future.exception() is None and future.result():
-            self.found_work = True
-            self.wake.set()  # more may be pending; their steps may be claimable already
 
     async def _idle_timeout(self) -> float:
         due = await self._on(self.claims, dispatch.steps_next_due)
@@ -313,7 +310,7 @@ class _Listener:
 
     def __init__(self, wake: asyncio.Event) -> None:
         self.wake = wake
-        self.connection: BaseDatabaseWrapper | None = None
+        self.connection: psycopg.Connection[Any] | None = None
         self.socket = -1  # the connection's, read while armed
         self.armed = False
         self.reopening: asyncio.Task[None] | None = None
@@ -348,7 +345,7 @@ class _Listener:
 
     def _pgconn(self) -> psycopg.pq.abc.PGconn:
         assert self.connection is not None
-        return self.connection.connection.pgconn
+        return self.connection.pgconn
 
     def _watch(self) -> None:
         asyncio.get_running_loop().add_reader(self.socket, self._readable)
@@ -379,6 +376,8 @@ class _Listener:
 
 def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
     """Claim steps, and read the specs of versions this process has not seen (once each)."""
+    if limit <= 0:
+        return []
     claims = dispatch.steps_claim(owner, limit)
     for version_id in {claim.version_id for claim in claims}:
         orchestrator.spec_by_id(version_id)

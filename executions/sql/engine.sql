@@ -65,6 +65,19 @@ UPDATE executions_stepexecution s
    AND e.id = s.execution_id
 RETURNING {step_claimed}
 
+-- name: steps_claim_started
+-- The first steps of the executions %(ids)s, which this transaction started (so no one else
+-- sees them yet), leased to %(owner)s: up to %(limit)s of them, in the order of steps_claim.
+UPDATE executions_stepexecution s
+   SET status = 'running', lease_owner = %(owner)s, started_at = now(),
+       lease_expires_at = now() + make_interval(secs => %(lease)s)
+  FROM executions_execution e
+ WHERE s.id IN (SELECT p.id FROM executions_stepexecution p
+                 WHERE p.execution_id = ANY(%(ids)s::uuid[]) AND p.status = 'pending'
+                 ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s)
+   AND e.id = s.execution_id
+RETURNING {step_claimed}
+
 -- name: steps_next_due
 -- Seconds until the earliest pending step waiting for its `not_before` (a retry's backoff).
 SELECT extract(epoch FROM min(not_before) - now()) FROM executions_stepexecution
