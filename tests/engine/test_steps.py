@@ -4,6 +4,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from django.db import connection
 from django.utils import timezone
 
 from executions.models import Execution, StepExecution
@@ -255,6 +256,32 @@ def test_time_from_admission_to_running_on_an_idle_cluster(
     p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
     print(f"admit -> running: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
     assert p99 < 1.0
+
+
+def listening_backends() -> set[int]:
+    """The backends of the step workers' LISTEN connections to the test database."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        )
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+def test_a_worker_whose_listening_connection_is_cut_listens_again_and_runs_work(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    engine(workers=1)
+    workflow = apply("name: quick\nsteps:\n  - name: only\n    action: test/noop\n")
+    assert wait_terminal(run(workflow)).status == "completed"
+    wait_for(listening_backends)
+    before = listening_backends()
+    assert len(before) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [before.pop()])
+    wait_for(lambda: listening_backends() - before)
+    assert len(listening_backends()) == 1
+    assert wait_terminal(run(workflow)).status == "completed"
 
 
 def test_an_output_over_the_limit_fails_the_step_naming_it(
