@@ -154,7 +154,6 @@ def main(argv: list[str]) -> None:
     for number, figure in figures.items():
         if number in only:
             try:
-                database.checkpoint()
                 figure()
             except Exception as error:
                 results.fail("5 and 6" if number == 5 else str(number), error)

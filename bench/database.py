@@ -8,7 +8,6 @@ subprocesses the benchmarks start (gunicorn, qcluster) use the same database.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from urllib.parse import urlsplit
 
@@ -61,17 +60,6 @@ def prepare(*, embedded: bool) -> tuple[str, str]:
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
     return url, label
-
-
-def checkpoint() -> None:
-    """Write out now what earlier figures left dirty, so that no figure runs beside a checkpoint
-    of another's writes: figure 4's million rows began one that was still writing through
-    figures 5 and 6, which ran at about half the speed of a run without it (DBOS alike). A
-    role that may not checkpoint (neither superuser nor pg_checkpoint) skips it."""
-    from django.db import ProgrammingError, connection
-
-    with contextlib.suppress(ProgrammingError), connection.cursor() as cursor:
-        cursor.execute("CHECKPOINT")
 
 
 def truncate_executions() -> None:
