@@ -274,13 +274,13 @@ def test_a_worker_whose_listening_connection_is_cut_listens_again_and_runs_work(
     engine(workers=1)
     workflow = apply("name: quick\nsteps:\n  - name: only\n    action: test/noop\n")
     assert wait_terminal(run(workflow)).status == "completed"
-    wait_for(listening_backends)
-    before = listening_backends()
-    assert len(before) == 1
+    # A backend's `query` is its last statement: a connection being opened shows another one
+    # for a moment, so each count is awaited, not sampled once.
+    wait_for(lambda: len(listening_backends()) == 1)
+    (before,) = listening_backends()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [before.pop()])
-    wait_for(lambda: listening_backends() - before)
-    assert len(listening_backends()) == 1
+        cursor.execute("SELECT pg_terminate_backend(%s)", [before])
+    wait_for(lambda: len(listening_backends() - {before}) == 1)
     assert wait_terminal(run(workflow)).status == "completed"
 
 
