@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
 from executions.models import Execution, Status
 from executions.services import promotion
@@ -223,3 +223,47 @@ def test_racing_promoters_promote_each_execution_once(make_team, make_workflow, 
     flat = [execution_id for ids in promoted for execution_id in ids]
     assert len(flat) == len(set(flat)) == 10
     assert watch.max_team <= 10
+
+
+def _finish_while_an_admission_queues(team: Team, workflow) -> Execution:
+    """The race a completion's promotion must win: an admission reads the holders (the slot is
+    full) and queues, but commits only after the holder's finish has committed and its promotion
+    begun. The admission runs in a transaction kept open (its locks held) until 0.3 s after the
+    finish began. Returns the queued execution, re-read once the finish has returned."""
+    holder = execution_admit(team=team, workflow=workflow).execution
+    queued, release = threading.Event(), threading.Event()
+    admitted: list[Execution] = []
+
+    def admit_and_hold() -> None:
+        try:
+            with transaction.atomic():
+                admitted.append(execution_admit(team=team, workflow=workflow).execution)
+                queued.set()
+                release.wait(timeout=10)
+        finally:
+            connections.close_all()
+
+    admission = threading.Thread(target=admit_and_hold)
+    admission.start()
+    assert queued.wait(timeout=10)
+    assert admitted[0].status == Status.QUEUED
+    threading.Timer(0.3, release.set).start()
+    execution_finish(holder.id, status=Status.COMPLETED)  # promotes after its commit
+    admission.join()
+    return Execution.objects.get(id=admitted[0].id)
+
+
+def test_a_completion_promotes_what_an_admission_queued_while_it_committed(
+    make_team, make_workflow
+):
+    team = make_team()
+    workflow = make_workflow(team, limit=1)
+    assert _finish_while_an_admission_queues(team, workflow).status == Status.PENDING
+
+
+def test_without_locks_that_promotion_is_lost(make_team, make_workflow, without_locks):
+    """Proof that the test catches the bug: a promotion that does not wait for the team's lock
+    finds no queue and leaves the execution queued beside a free slot."""
+    team = make_team()
+    workflow = make_workflow(team, limit=1)
+    assert _finish_while_an_admission_queues(team, workflow).status == Status.QUEUED
