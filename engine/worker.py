@@ -3,14 +3,16 @@
 One asyncio event loop runs the actions (a step waiting on I/O holds a slot, not a process);
 database work goes through a small pool of threads, each with its own connection, never one
 connection per step. The loop also reads the listener's connection (LISTEN on the work channel):
-a notification wakes the claim loop. (The engine clock runs in a process of its own, so a worker
-that hangs never stops the reaper that recovers its steps.)
+while the process holds its serve's claimer role (engine/claimer.py), a notification wakes the
+claim loop. (The engine clock runs in a process of its own, so a worker that hangs never stops
+the reaper that recovers its steps.)
 
 The claim loop starts pending executions (claimed and advanced in one transaction, one batch
 at a time on a connection of its own, whether slots are free or not; that transaction claims
 the first steps it creates, as many as there are free slots) and then claims due steps, as many
-as it has free slots, then sleeps until a notification, a freed slot, the
-earliest retry's `not_before`, or the safety poll. A claimed step whose params read no
+as it has free slots. The claimer then sleeps until a notification, a freed slot, the earliest
+retry's `not_before`, or the safety poll; another worker until the role or the backstop. A
+claimed step whose params read no
 expression starts without another query. Finished attempts are settled in batches: one
 transaction ends every attempt that finished meanwhile and advances their executions, by at
 most SETTLERS batches at once.
@@ -40,21 +42,20 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from core import locks
-from engine import dispatch, orchestrator, runner
+from engine import claimer, dispatch, orchestrator, runner
 from engine.actions import ActionContext
 from executions.models import Status, StepStatus
 from executions.sql import WORK_CHANNEL
 
 HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
-SAFETY_POLL = 5.0  # seconds between claims when nothing wakes the loop
-# Seconds between the starts of two claims of one process: CLAIM_INTERVAL after a claim that
-# found work, doubling after each one that found none, up to CLAIM_INTERVAL_MAX. Every
-# notification wakes every worker process, and all but one find nothing: claiming on each one,
-# the 10 workers of a default serve spent 48 commits and 52 ms of CPU per no-op execution
-# (2 workers: 2.5 and 6 ms). So the workers that win claims claim often, the others seldom; a
-# claim takes all that is due, and a worker idle for longer than its interval claims at once.
-CLAIM_INTERVAL = 0.02
-CLAIM_INTERVAL_MAX = 1.28
+SAFETY_POLL = 5.0  # seconds between the claimer's claims when nothing wakes it
+# Seconds between the starts of two claims of one process: the claimer claims at most this often
+# however many notifications come (a busy claim takes all that is due meanwhile), and at once
+# after a pause longer than this.
+CLAIM_INTERVAL = 0.01
+# Seconds between the claims of a worker that does not hold the claimer role (engine/claimer.py):
+# how long a claimer that hangs (SIGSTOP) can delay the work it would have claimed.
+BACKSTOP = 1.0
 STOP_GRACE = 3.0  # seconds a stopping worker lets running attempts finish before handing back
 EXECUTION_BATCH = 50
 SETTLE_BATCH = 100
@@ -88,7 +89,7 @@ class _Held:
 
 
 class StepWorker:
-    def __init__(self, *, slots: int) -> None:
+    def __init__(self, *, slots: int, claimer_lock: str | None = None) -> None:
         self.slots = slots
         self.owner = new_owner()
         self.held: dict[int, _Held] = {}
@@ -104,7 +105,10 @@ class StepWorker:
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
         self.listener = _Listener(self.wake)
-        self.found_work = False  # since the last claim began: executions started, steps claimed
+        self.role = claimer.ClaimerRole(claimer_lock, on_acquired=self.wake.set)
+        # The last claim took as many steps as there were free slots: more may be due, and a
+        # freed slot wakes the claimer. (Otherwise it does not: nothing is left to claim.)
+        self.short_of_slots = False
         self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
         self.settlers = 0
 
@@ -115,6 +119,7 @@ class StepWorker:
             self.context = ActionContext(http=http)
             heartbeat = asyncio.create_task(self._heartbeat_loop())
             self._background(asyncio.create_task(self.listener.open()))
+            self.role.request()
             await self._claim_loop()
             await self._drain()
             heartbeat.cancel()
@@ -137,23 +142,28 @@ class StepWorker:
 
     async def _claim_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        interval = CLAIM_INTERVAL
         while not self.stopping:
             began = loop.time()
             self.wake.clear()  # before claiming: a notification during the claim is not lost
-            self.listener.arm()
-            self.found_work = False
+            if self.role.held:
+                self.listener.arm()
+            else:
+                self.listener.drain()
             try:
                 claimed = await self._claim()
                 timeout = 0.0 if claimed else await self._idle_timeout()
             except DatabaseError:
                 logger.exception("claim failed; retrying")
                 timeout = 1.0
+            # The claimer lets go when its slots are full; a worker with room waits for the role.
+            if len(self.held) >= self.slots:
+                self.role.release()
+            else:
+                self.role.request()
             if timeout > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), timeout)
-            interval = CLAIM_INTERVAL if self.found_work else min(2 * interval, CLAIM_INTERVAL_MAX)
-            await asyncio.sleep(began + interval - loop.time())
+            await asyncio.sleep(began + CLAIM_INTERVAL - loop.time())
 
     async def _claim(self) -> bool:
         """Start pending executions, then claim due steps; True when either may find more at
@@ -169,7 +179,7 @@ class StepWorker:
         free -= len(first)
         claims = await self._on(self.claims, _steps_claim, self.owner, free)
         self._hold(claims)
-        self.found_work = bool(started or claims)
+        self.short_of_slots = len(claims) == free
         return started == EXECUTION_BATCH or len(claims) == free > 0
 
     def _hold(self, claims: list[dispatch.Claim]) -> None:
@@ -178,6 +188,8 @@ class StepWorker:
             self._background(asyncio.create_task(self._attempt(held)))
 
     async def _idle_timeout(self) -> float:
+        if not self.role.held:
+            return BACKSTOP
         due = await self._on(self.claims, dispatch.steps_next_due)
         return SAFETY_POLL if due is None else min(max(due, 0.001), SAFETY_POLL)
 
@@ -218,7 +230,10 @@ class StepWorker:
                 )
         finally:
             del self.held[claim.id]
-            self.wake.set()
+            if not self.role.held:
+                self.role.request()
+            elif self.short_of_slots:
+                self.wake.set()
 
     async def _settle(self, settlement: runner.Settlement) -> bool:
         """Settle with whatever else finished meanwhile; whether the attempt was still ours."""
@@ -337,6 +352,16 @@ class _Listener:
         if self.connection is not None:
             self._watch()
 
+    def drain(self) -> None:
+        """Disarmed: read what came and drop it (a worker that is not the claimer still reads
+        its notifications, or they would fill the connection and hold PostgreSQL's queue)."""
+        if self.armed:
+            self.armed = False
+            if self.connection is not None:
+                asyncio.get_running_loop().remove_reader(self.socket)
+        if self.connection is not None:
+            self._read()
+
     def close(self) -> None:
         if self.connection is not None:
             asyncio.get_running_loop().remove_reader(self.socket)
@@ -391,7 +416,8 @@ async def _serve(worker: StepWorker) -> None:
     await worker.run()
 
 
-def serve() -> None:
-    """Run a step worker until SIGTERM / SIGINT."""
-    worker = StepWorker(slots=settings.MANTLE.engine.slots_per_worker)
+def serve(claimer_lock: str | None = None) -> None:
+    """Run a step worker until SIGTERM / SIGINT; `claimer_lock`: the file of its serve's claimer
+    role (engine/claimer.py), else it claims on its own."""
+    worker = StepWorker(slots=settings.MANTLE.engine.slots_per_worker, claimer_lock=claimer_lock)
     asyncio.run(_serve(worker))

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from mantle_site import embedded_db
 STOP_GRACE = 30.0
 STEP_WORKER = [sys.executable, "-m", "django", "mantle_worker"]
 CLOCK = [sys.executable, "-m", "django", "mantle_clock"]
-RESTARTED = (STEP_WORKER, CLOCK)
 RESTART_DELAY = 1.0  # seconds a restarted process runs before it may be started again
 PR_SET_PDEATHSIG = 1
 
@@ -61,14 +61,31 @@ class Command(BaseCommand):
     ) -> None:
         # The embedded PostgreSQL (if used) is up before the children connect to it at once.
         connection.ensure_connection()
+        # The step workers' claimer role (engine/claimer.py): a lock on this file, theirs alone.
+        with tempfile.NamedTemporaryFile(prefix="mantle-claimer-") as claimer_lock:
+            self.supervise(
+                web_only=web_only,
+                workers_only=workers_only,
+                bind=bind,
+                claimer_lock=claimer_lock.name,
+            )
+
+    def supervise(
+        self, *, web_only: bool, workers_only: bool, bind: str | None, claimer_lock: str
+    ) -> None:
+        """Start the children, start again a clock or step worker that dies, stop them all on
+        Ctrl-C / SIGTERM (or when the web app or the cluster fails)."""
         commands = []
+        restarted: list[bool] = []  # the clock and the step workers: started again if they die
         if not workers_only:
             commands.append(self.web_command(bind or settings.MANTLE.server.bind))
+            restarted.append(False)
         if not web_only:
             schedules.upsert_schedules()
-            commands.append([sys.executable, "-m", "django", "qcluster"])
-            commands.append(CLOCK)
-            commands.extend([STEP_WORKER] * settings.MANTLE.engine.workers)
+            step_worker = [*STEP_WORKER, "--claimer-lock", claimer_lock]
+            commands.extend([[sys.executable, "-m", "django", "qcluster"], CLOCK])
+            commands.extend([step_worker] * settings.MANTLE.engine.workers)
+            restarted.extend([False, True, *[True] * settings.MANTLE.engine.workers])
         env = self.child_env()
         children = [self.start(command, env) for command in commands]
         started = [time.monotonic()] * len(children)
@@ -84,7 +101,7 @@ class Command(BaseCommand):
             for index, child in enumerate(children):
                 if child.poll() is None:
                     continue
-                if commands[index] not in RESTARTED:
+                if not restarted[index]:
                     broken = True  # the web app or the cluster failed: stop everything
                 elif time.monotonic() - started[index] >= RESTART_DELAY:
                     children[index] = self.start(commands[index], env)
