@@ -12,10 +12,9 @@ at a time on a connection of its own, whether slots are free or not; that transa
 the first steps it creates, as many as there are free slots) and then claims due steps, as many
 as it has free slots. The claimer then sleeps until a notification, a freed slot, the earliest
 retry's `not_before`, or the safety poll; another worker until the role or the backstop. A
-claimed step whose params read no
-expression starts without another query. Finished attempts are settled in batches: one
-transaction ends every attempt that finished meanwhile and advances their executions, by at
-most SETTLERS batches at once.
+claimed step whose params read no expression starts without another query. Finished attempts
+are settled in batches: one transaction ends every attempt that finished meanwhile and advances
+their executions, by at most SETTLERS batches at once.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -180,7 +179,7 @@ class StepWorker:
         claims = await self._on(self.claims, _steps_claim, self.owner, free)
         self._hold(claims)
         self.short_of_slots = len(claims) == free
-        return started == EXECUTION_BATCH or len(claims) == free > 0
+        return started == EXECUTION_BATCH or (self.short_of_slots and free > 0)
 
     def _hold(self, claims: list[dispatch.Claim]) -> None:
         for claim in claims:
