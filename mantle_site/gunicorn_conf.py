@@ -1,6 +1,6 @@
 """gunicorn settings of `mantle serve` (`-c python:mantle_site.gunicorn_conf`).
 
-Bind and worker count come from the command line (server.bind, server.workers).
+Bind, workers, threads and the access log come from the command line (server.*).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ wsgi_app = "mantle_site.wsgi"
 # Django at once on a loaded machine took 28-42 s to answer (13 workers, 2 cores), forks take
 # none.
 preload_app = True
-accesslog = "-"
 timeout = 30
 graceful_timeout = 10
 # The largest request line and header gunicorn accepts; beyond them it answers 414 and 431

@@ -140,3 +140,13 @@ def test_step_workers_default_to_a_thousand_slots_and_one_per_core_at_least(tmp_
     assert engine.workers * engine.slots_per_worker >= 1000
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert load_config(write(tmp_path, ""), environ={}).engine.workers == 16
+
+
+def test_the_access_log_is_off_unless_the_file_or_the_environment_turns_it_on(tmp_path):
+    assert load_config(write(tmp_path, ""), environ={}).server.access_log is False
+    path = write(tmp_path, "server:\n  access_log: true\n")
+    assert load_config(path, environ={}).server.access_log is True
+    environ = {"MANTLE_SERVER_ACCESS_LOG": "off"}
+    assert load_config(path, environ=environ).server.access_log is False
+    with pytest.raises(ConfigError, match=r"server\.access_log"):
+        load_config(path, environ={"MANTLE_SERVER_ACCESS_LOG": "sometimes"})

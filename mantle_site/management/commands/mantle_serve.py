@@ -156,4 +156,5 @@ class Command(BaseCommand):
             str(settings.MANTLE.server.workers),
             "--threads",
             str(settings.MANTLE.server.threads),
+            *(["--access-logfile", "-"] if settings.MANTLE.server.access_log else []),
         ]
