@@ -120,12 +120,12 @@ MIDDLEWARE = [
     "api.errors.JsonErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "mantle_site.middleware.BrowserSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "mantle_site.middleware.BrowserAuthenticationMiddleware",
+    "mantle_site.middleware.BrowserMessageMiddleware",
+    "mantle_site.middleware.BrowserXFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "mantle_site.urls"
