@@ -29,6 +29,7 @@ from workflows.schema import InvalidInputs, WorkflowInvalid
 
 logger = logging.getLogger(__name__)
 
+# The machines' paths: errors as JSON here, and no browser middleware (mantle_site.middleware).
 JSON_PREFIXES = ("/api/", "/hooks/", "/healthz", "/readyz", "/metrics")
 DATABASE_ERRORS = (OperationalError, InterfaceError)
 # A busy database (executions.locks.is_busy: a lock wait past lock_timeout) is up, but this

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -34,6 +37,24 @@ def other_team(make_team: Callable[..., Team]) -> Team:
 @pytest.fixture
 def other_api(other_team: Team) -> APIClient:
     return client_of(other_team)
+
+
+HOOK_BODY = b'{"ref": "main"}'
+
+
+def sign(body: bytes, secret: str) -> str:
+    """The X-Hub-Signature-256 header of `body` under the hook's `secret`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def hook(
+    path: str = "/hooks/deploy",
+    body: bytes = HOOK_BODY,
+    content_type: str = "application/json",
+    **headers: str,
+) -> Any:
+    """POST a webhook as a sender does: no API key."""
+    return APIClient().post(path, body, content_type=content_type, headers=headers)
 
 
 def hook_yaml(name: str, path: str, *, secret: str | None = None, **kwargs: object) -> str:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 import pytest
 from rest_framework.test import APIClient
 
 from executions.models import Execution
-from tests.api.conftest import hook_yaml
+from tests.api.conftest import hook, hook_yaml, sign
 from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db
-
-
-def sign(body: bytes, secret: str) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def hook(path="/hooks/deploy", body=b'{"ref": "main"}', content_type="application/json", **headers):
-    return APIClient().post(path, body, content_type=content_type, headers=headers)
 
 
 class TestAdmission:

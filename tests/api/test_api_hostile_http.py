@@ -3,8 +3,6 @@ server shows — chunked bodies, oversized request lines and headers, worker tim
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import socket
 import time
 from collections.abc import Iterator
@@ -16,15 +14,11 @@ from django.db import connection, transaction
 
 from executions.models import Execution
 from teams.models import Team
-from tests.api.conftest import hook_yaml
+from tests.api.conftest import hook_yaml, sign
 from tests.factories import ApiKeyFactory, workflow_yaml
 from workflows.services import workflow_apply
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def sign(body: bytes, secret: str) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def chunks(body: bytes, size: int = 1000) -> Iterator[bytes]:

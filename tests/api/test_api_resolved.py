@@ -5,9 +5,6 @@ answer."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -16,7 +13,7 @@ from rest_framework.test import APIClient
 from executions.models import Execution
 from teams.models import ApiKey
 from teams.services import api_key_revoke
-from tests.api.conftest import hook_yaml
+from tests.api.conftest import HOOK_BODY, hook, hook_yaml, sign
 from tests.factories import workflow_yaml
 from workflows.services import workflow_apply
 
@@ -32,15 +29,6 @@ def statements(request) -> list[str]:  # type: ignore[no-untyped-def]
 
 def run(client: APIClient, body: object = None, **headers: str):  # type: ignore[no-untyped-def]
     return client.post("/api/v1/run/deploy", body or {}, format="json", headers=headers)
-
-
-def hook(path: str = "/hooks/deploy", secret: str | None = None):  # type: ignore[no-untyped-def]
-    body = b'{"ref": "main"}'
-    headers = {}
-    if secret is not None:
-        digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        headers["X-Hub-Signature-256"] = f"sha256={digest}"
-    return APIClient().post(path, body, content_type="application/json", headers=headers)
 
 
 class TestRun:
@@ -91,10 +79,10 @@ class TestHooks:
 
     def test_a_secret_applied_after_it_was_resolved_is_the_one_checked(self, team, make_hook):
         make_hook(team, secret="old")
-        assert hook(secret="old").status_code == 202
+        assert hook(**{"X-Hub-Signature-256": sign(HOOK_BODY, "old")}).status_code == 202
         workflow_apply(team=team, content=hook_yaml("deploy", "/hooks/deploy", secret="new"))
-        assert hook(secret="old").status_code == 403
-        assert hook(secret="new").status_code == 202
+        assert hook(**{"X-Hub-Signature-256": sign(HOOK_BODY, "old")}).status_code == 403
+        assert hook(**{"X-Hub-Signature-256": sign(HOOK_BODY, "new")}).status_code == 202
         assert Execution.objects.count() == 2
 
     def test_a_path_moved_after_it_was_resolved_admits_its_new_workflow(self, team, make_hook):

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.api.conftest import client_of, hook_yaml
-from tests.api.test_api_resolved import hook
+from tests.api.conftest import client_of, hook, hook_yaml
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db
@@ -29,6 +28,8 @@ def test_the_apis_requests_pass_it_by(team, make_workflow) -> None:
         client_of(team).post("/api/v1/run/deploy", {}, format="json"),
         client_of(team).get("/api/v1/executions"),
         hook("/hooks/deploy"),
+        client_of(team).get("/healthz"),
+        client_of(team).get("/metrics"),
     ]
     for answer in answers:
         assert answer.status_code in (200, 202), answer.content
