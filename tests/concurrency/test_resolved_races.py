@@ -4,12 +4,16 @@ key both pass it; the unique index keeps the key once and the loser answers with
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 from django.db import connection
 
+from core.locks import Namespace
 from executions.models import Execution
 from executions.services.admission import Admission, ResolutionStale, Resolved
 from executions.services.idempotency import execution_admit_once
@@ -20,6 +24,10 @@ from tests.factories import ApiKeyFactory
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RACERS = 16
+WAITING_FOR_THE_TEAM = """
+SELECT count(*) FROM pg_locks
+ WHERE locktype = 'advisory' AND NOT granted AND classid = %s AND objid = %s
+"""
 
 
 def race(make_team, make_workflow) -> list[Admission]:  # type: ignore[no-untyped-def]
@@ -45,7 +53,20 @@ def race(make_team, make_workflow) -> list[Admission]:  # type: ignore[no-untype
         except ResolutionStale:
             return admit_once(None)
 
-    return run_in_threads([admit] * RACERS, threads=RACERS)  # type: ignore[return-value]
+    # Every racer passes the check before any of them admits: the team's lock is held until all
+    # of them wait for it (the check reads before the locks), however the threads are scheduled.
+    lock = (Namespace.TEAM, team.id)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            racing = pool.submit(run_in_threads, [admit] * RACERS, threads=RACERS)
+            deadline = time.monotonic() + 60
+            while holder.execute(WAITING_FOR_THE_TEAM, lock).fetchone() != (RACERS,):
+                assert not racing.done(), racing.result()
+                assert time.monotonic() < deadline, "the racers never all waited for the team"
+                time.sleep(0.01)
+            holder.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+            return racing.result()  # type: ignore[return-value]
 
 
 def test_racing_resolved_admissions_with_one_key_admit_one(make_team, make_workflow):

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
-from datetime import timedelta
 
 from executions.models import SLOT_HOLDING, Execution, StepExecution
 from tests.concurrency.harness import CountSampler
 from tests.engine.conftest import run, wait_for, wait_terminal
 from tests.engine.test_steps import max_overlap
-from tests.processes import ENGINE, Cluster
+from tests.processes import Cluster
 from workflows.models import WorkflowDefinition
 
 
@@ -114,9 +113,6 @@ def test_a_worker_killed_holding_50_steps_has_them_retried_once_each_and_the_que
     assert all(b.status == "completed" for b in retried)
     # Attempt 2 of each step started only after attempt 1's lease ran out: never two at once.
     assert all(b.started_at >= leases[b.id] for b in retried)
-    # ... and soon after: the lease, a reaper pass and the retry's 1 s backoff, with slack.
-    slack = timedelta(seconds=ENGINE["reaper_interval"] + 1 + 5)
-    assert all(b.started_at <= leases[b.id] + slack for b in retried)
     # The slot was freed and the queue promoted.
     assert wait_terminal(waiting, timeout=60).status == "completed"
     assert not Execution.objects.filter(workflow=workflow, status__in=SLOT_HOLDING).exists()
