@@ -86,7 +86,7 @@ def test_a_partitioned_host_answers_503_and_its_late_writes_change_nothing(
         time.sleep(1)
         cut_at, cut_clock = time.time(), time.monotonic()
         cut.host.cut_back_link(hosts.network.bridges[0])
-        taken_over: dict[int, tuple[float, float]] = {}  # step: (seen at, attempt 2 started)
+        taken_over: dict[int, tuple[float, float]] = {}  # step: (seen at, attempt started)
         restored_clock = 0.0
         while len(taken_over) < len(stranded):
             if not restored_clock and time.time() >= cut_at + PARTITION:
@@ -94,7 +94,9 @@ def test_a_partitioned_host_answers_503_and_its_late_writes_change_nothing(
                 restored_clock = time.monotonic()
             assert time.time() < cut_at + 30, f"taken over: {taken_over} of {stranded}"
             for step_id, status, attempt, _, started, *_ in database.query(STEPS_SQL):
-                if step_id in stranded and attempt == 2 and status == "running":
+                # Started again: attempt 2, or a later one when attempt 2 was itself cut short
+                # between two of these reads (both count: see the final checks).
+                if step_id in stranded and attempt >= 2 and status in ("running", "completed"):
                     taken_over.setdefault(step_id, (time.time(), float(started)))
             time.sleep(0.05)
         if not restored_clock:
@@ -119,7 +121,7 @@ def test_a_partitioned_host_answers_503_and_its_late_writes_change_nothing(
         f"{min(r.started for r in unavailable) - cut_clock:.2f}-"
         f"{max(r.started for r in unavailable) - cut_clock:.2f}s after the cut, slowest answer "
         f"{max(r.seconds for r in answers):.2f}s, first 202 {first_after - restored_clock:.2f}s "
-        f"after the restore; {len(stranded)} stranded steps running again (attempt 2) "
+        f"after the restore; {len(stranded)} stranded steps running again (attempt 2 or later) "
         f"{after_cut[0]:.2f}-{after_cut[-1]:.2f}s after the cut (lease {LEASE:g}s); "
         f"{sum(1 for s in database.query(STEPS_SQL) if s[0] in stranded and s[2] > 2)} "
         "needed a third attempt"
