@@ -39,9 +39,6 @@ def other_api(other_team: Team) -> APIClient:
     return client_of(other_team)
 
 
-HOOK_BODY = b'{"ref": "main"}'
-
-
 def sign(body: bytes, secret: str) -> str:
     """The X-Hub-Signature-256 header of `body` under the hook's `secret`."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
@@ -49,11 +46,14 @@ def sign(body: bytes, secret: str) -> str:
 
 def hook(
     path: str = "/hooks/deploy",
-    body: bytes = HOOK_BODY,
+    body: bytes = b'{"ref": "main"}',
     content_type: str = "application/json",
+    secret: str | None = None,
     **headers: str,
 ) -> Any:
-    """POST a webhook as a sender does: no API key."""
+    """POST a webhook as a sender does: no API key; signed when given the hook's `secret`."""
+    if secret is not None:
+        headers["X-Hub-Signature-256"] = sign(body, secret)
     return APIClient().post(path, body, content_type=content_type, headers=headers)
 
 
