@@ -40,7 +40,10 @@ def _database(url: str) -> dict[str, object]:
         "PASSWORD": params.pop("password", ""),
         "HOST": params.pop("host", ""),
         "PORT": params.pop("port", ""),
-        "OPTIONS": params,
+        # psycopg's default, which Django turns off: a statement run 5 times on a connection
+        # through a server-binding cursor (the admission's, executions.sql.prepared_cursor) is
+        # prepared there, parsed and planned once.
+        "OPTIONS": {"prepare_threshold": 5, **params},
         # Persistent connections: a webhook must not pay for a new PostgreSQL connection. The
         # health check drops a connection the server closed (e.g. after a restart), without a
         # round trip (mantle_site.postgresql).
@@ -66,11 +69,13 @@ else:
 
 # The connections a transaction pooler cannot carry (core.locks: LISTEN, the clock's session
 # lock) go to `database.direct_url`. Given one, `url` is taken to be pooled: no server-side
-# cursors there (a WITH HOLD cursor outlives the transaction that held its server connection).
+# cursors there (a WITH HOLD cursor outlives the transaction that held its server connection)
+# and no prepared statements (one prepared on a server connection is unknown on the next).
 DIRECT_DATABASE_ALIAS = "default"
 if MANTLE.database.direct_url is not None:
     DIRECT_DATABASE_ALIAS = "direct"
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None  # type: ignore[index]
     DATABASES["direct"] = {
         **_database(MANTLE.database.direct_url),
         "TEST": {"MIRROR": "default"},

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import httpx
+import psycopg
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +28,9 @@ CONFIG = {"MANTLE_CONFIG": str(ROOT / "tests" / "mantle.yaml")}
 def database_url() -> str:
     """The test database as a URL (the host may be a socket directory: embedded PostgreSQL)."""
     db = settings.DATABASES["default"]
-    query = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or "5432", **db["OPTIONS"]}
+    libpq = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
+    options = {key: value for key, value in db["OPTIONS"].items() if key in libpq}
+    query = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or "5432", **options}
     password = f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else ""
     return f"postgresql://{quote(db['USER'])}{password}@/{db['NAME']}?{urlencode(query)}"
 

@@ -16,13 +16,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from core import locks
 from executions import metrics
 from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.services.lifecycle import execution_finish
-from executions.sql import REJECTED, queries
+from executions.sql import REJECTED, prepared_cursor, queries
 from teams.models import Team, effective_team_limit
 from workflows.flow import concurrency_key_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
@@ -204,8 +204,9 @@ def _admit_locked(
     # fails this admission only, and the caller's transaction stays usable. A strategy that
     # supersedes an execution ends it in the same transaction, under the admission's locks.
     superseding = version.on_limit in SUPERSEDING or version.debounce is not None
+    connection = connections[DEFAULT_DB_ALIAS]
     atomic = connection.in_atomic_block or superseding
-    with transaction.atomic() if atomic else nullcontext(), connection.cursor() as cursor:
+    with transaction.atomic() if atomic else nullcontext(), prepared_cursor(connection) as cursor:
         cursor.execute(
             queries["admit"] if resolved is None else queries["admit_resolved"],
             {

@@ -15,6 +15,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import psycopg
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
 from core import locks
 from executions.models import LIVE, SLOT_HOLDING
 
@@ -97,3 +101,13 @@ ADMIT_FUNCTION = _render(
     {**_BLOCKS, **LOCKS_IN_FUNCTION},
     in_function=True,
 )
+
+
+def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """A cursor binding its parameters on the server, so that a statement it runs often is
+    prepared once per connection (after `prepare_threshold` runs; never through a transaction
+    pooler: mantle_site.settings). Django's own cursors bind on the client and never prepare.
+    Wrapped as Django wraps its own: errors as django.db errors, execute_wrapper, query logging."""
+    connection.ensure_connection()
+    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
+    return wrapper(psycopg.Cursor(connection.connection), connection)

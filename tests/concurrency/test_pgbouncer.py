@@ -31,9 +31,17 @@ def through_pgbouncer(pgbouncer: PgBouncer) -> Iterator[None]:
     until PgBouncer stops (restored here, not by monkeypatch, which is undone later)."""
     host, port = pgbouncer.address
     default = settings.DATABASES["default"]
-    direct = {key: default.get(key) for key in ("HOST", "PORT", "DISABLE_SERVER_SIDE_CURSORS")}
+    direct = {
+        key: default.get(key) for key in ("HOST", "PORT", "DISABLE_SERVER_SIDE_CURSORS", "OPTIONS")
+    }
     connections.close_all()
-    default.update(HOST=host, PORT=str(port), DISABLE_SERVER_SIDE_CURSORS=True)
+    # As mantle_site.settings configures a pooled `database.url`.
+    default.update(
+        HOST=host,
+        PORT=str(port),
+        DISABLE_SERVER_SIDE_CURSORS=True,
+        OPTIONS={**default["OPTIONS"], "prepare_threshold": None},
+    )
     yield
     connections.close_all()
     default.update(direct)

@@ -160,3 +160,13 @@ def test_finishing_twice_is_refused(team, make_workflow):
     assert execution_finish(execution.id, status=Status.FAILED) is False
     execution.refresh_from_db()
     assert execution.status == Status.COMPLETED
+
+
+def test_a_connection_prepares_the_admission_statement_once_it_runs_often(team, make_workflow):
+    workflow = make_workflow(team)
+    for _ in range(6):
+        execution_admit(team=team, workflow=workflow)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [statement for (statement,) in cursor.fetchall()]
+    assert [statement for statement in prepared if "mantle_admit(" in statement] != []
