@@ -12,6 +12,7 @@ from django.db import connections
 
 from bench import database, fixtures, throughput
 from bench.report import Report, ratio_row
+from mantle_site.settings import pooled
 from tests.multihost.pgbouncer import PgBouncer, missing
 
 POOL_SIZE = 8
@@ -20,16 +21,17 @@ POOL_SIZE = 8
 @contextmanager
 def through(bouncer: PgBouncer) -> Iterator[None]:
     """Every new connection of this process goes through PgBouncer for the block."""
-    default = settings.DATABASES["default"]
-    direct = {key: default[key] for key in ("HOST", "PORT")}
+    default = settings.DATABASES["default"]  # in place: this thread's connection reads it too
+    direct = dict(default)
     connections.close_all()
     host, port = bouncer.address
-    default.update(HOST=host, PORT=str(port), DISABLE_SERVER_SIDE_CURSORS=True)
+    default.update(pooled(direct), HOST=host, PORT=str(port))
     try:
         yield
     finally:
         connections.close_all()
-        default.update(direct, DISABLE_SERVER_SIDE_CURSORS=False)
+        default.clear()
+        default.update(direct)
 
 
 def run(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 
@@ -31,7 +32,7 @@ TCP_DEFAULTS = {
 }
 
 
-def _database(url: str) -> dict[str, object]:
+def _database(url: str) -> dict[str, Any]:
     params = {**TCP_DEFAULTS, **conninfo_to_dict(url)}
     return {
         "ENGINE": "mantle_site.postgresql",
@@ -67,15 +68,21 @@ if DATABASE_URL is None:
 else:
     DATABASES = {"default": _database(DATABASE_URL)}
 
+
+def pooled(database: dict[str, Any]) -> dict[str, Any]:
+    """`database` through a transaction pooler: no server-side cursors (a WITH HOLD cursor
+    outlives the transaction that held its server connection) and no prepared statements (one
+    prepared on a server connection is unknown on the next)."""
+    options = {**database["OPTIONS"], "prepare_threshold": None}
+    return {**database, "DISABLE_SERVER_SIDE_CURSORS": True, "OPTIONS": options}
+
+
 # The connections a transaction pooler cannot carry (core.locks: LISTEN, the clock's session
-# lock) go to `database.direct_url`. Given one, `url` is taken to be pooled: no server-side
-# cursors there (a WITH HOLD cursor outlives the transaction that held its server connection)
-# and no prepared statements (one prepared on a server connection is unknown on the next).
+# lock) go to `database.direct_url`. Given one, `url` is taken to be pooled.
 DIRECT_DATABASE_ALIAS = "default"
 if MANTLE.database.direct_url is not None:
     DIRECT_DATABASE_ALIAS = "direct"
-    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None  # type: ignore[index]
+    DATABASES["default"] = pooled(DATABASES["default"])
     DATABASES["direct"] = {
         **_database(MANTLE.database.direct_url),
         "TEST": {"MIRROR": "default"},

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+from mantle_site.settings import pooled
 from tests.concurrency.test_admission_races import (
     LIMIT,
     assert_a_flood_keeps_the_workflow_limit,
@@ -30,20 +31,13 @@ def through_pgbouncer(pgbouncer: PgBouncer) -> Iterator[None]:
     """Every new connection of the default database (every thread's) goes through PgBouncer,
     until PgBouncer stops (restored here, not by monkeypatch, which is undone later)."""
     host, port = pgbouncer.address
-    default = settings.DATABASES["default"]
-    direct = {
-        key: default.get(key) for key in ("HOST", "PORT", "DISABLE_SERVER_SIDE_CURSORS", "OPTIONS")
-    }
+    default = settings.DATABASES["default"]  # in place: this thread's connection reads it too
+    direct = dict(default)
     connections.close_all()
-    # As mantle_site.settings configures a pooled `database.url`.
-    default.update(
-        HOST=host,
-        PORT=str(port),
-        DISABLE_SERVER_SIDE_CURSORS=True,
-        OPTIONS={**default["OPTIONS"], "prepare_threshold": None},
-    )
+    default.update(pooled(direct), HOST=host, PORT=str(port))
     yield
     connections.close_all()
+    default.clear()
     default.update(direct)
 
 

@@ -1,12 +1,22 @@
-"""What migrations set on Mantle's database itself."""
+"""What migrations set on Mantle's database itself, and how settings connect to it."""
 
 from __future__ import annotations
 
 import psycopg
 
+from mantle_site.settings import _database, pooled
 from tests.processes import database_url
 
 
 def test_a_new_session_of_the_database_has_jit_off(test_database_url: str) -> None:
     with psycopg.connect(database_url()) as connection:
         assert connection.execute("SHOW jit").fetchone() == ("off",)
+
+
+def test_a_pooled_database_prepares_nothing_and_holds_no_cursor() -> None:
+    direct = _database("postgresql://mantle@db.example/mantle")
+    assert direct["OPTIONS"]["prepare_threshold"] == 5
+    through_a_pooler = pooled(direct)
+    assert through_a_pooler["OPTIONS"]["prepare_threshold"] is None
+    assert through_a_pooler["DISABLE_SERVER_SIDE_CURSORS"] is True
+    assert direct["OPTIONS"]["prepare_threshold"] == 5, "the direct settings are left as they were"
