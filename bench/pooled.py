@@ -4,34 +4,13 @@ same admissions straight to PostgreSQL, in alternating rounds on emptied tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from django.conf import settings
-from django.db import connections
 
 from bench import database, fixtures, throughput
 from bench.report import Report, ratio_row
-from mantle_site.settings import pooled
 from tests.multihost.pgbouncer import PgBouncer, missing
 
 POOL_SIZE = 8
-
-
-@contextmanager
-def through(bouncer: PgBouncer) -> Iterator[None]:
-    """Every new connection of this process goes through PgBouncer for the block."""
-    default = settings.DATABASES["default"]  # in place: this thread's connection reads it too
-    direct = dict(default)
-    connections.close_all()
-    host, port = bouncer.address
-    default.update(pooled(direct), HOST=host, PORT=str(port))
-    try:
-        yield
-    finally:
-        connections.close_all()
-        default.clear()
-        default.update(direct)
 
 
 def run(
@@ -64,7 +43,7 @@ def run(
                     if side == "direct":
                         direct.append(throughput.service(hot, clients=count, seconds=seconds))
                     else:
-                        with through(bouncer):
+                        with bouncer.carrying_this_process():
                             pooled.append(throughput.service(hot, clients=count, seconds=seconds))
             report.add(
                 ratio_row(

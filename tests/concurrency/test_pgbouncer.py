@@ -8,10 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
-from django.db import connections
 
-from mantle_site.settings import pooled
 from tests.concurrency.test_admission_races import (
     LIMIT,
     assert_a_flood_keeps_the_workflow_limit,
@@ -30,15 +27,8 @@ ROUNDS = 6
 def through_pgbouncer(pgbouncer: PgBouncer) -> Iterator[None]:
     """Every new connection of the default database (every thread's) goes through PgBouncer,
     until PgBouncer stops (restored here, not by monkeypatch, which is undone later)."""
-    host, port = pgbouncer.address
-    default = settings.DATABASES["default"]  # in place: this thread's connection reads it too
-    direct = dict(default)
-    connections.close_all()
-    default.update(pooled(direct), HOST=host, PORT=str(port))
-    yield
-    connections.close_all()
-    default.clear()
-    default.update(direct)
+    with pgbouncer.carrying_this_process():
+        yield
 
 
 def test_the_workflow_limit_holds_through_pgbouncer(

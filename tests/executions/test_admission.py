@@ -169,4 +169,4 @@ def test_a_connection_prepares_the_admission_statement_once_it_runs_often(team, 
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [statement for (statement,) in cursor.fetchall()]
-    assert [statement for statement in prepared if "mantle_admit(" in statement] != []
+    assert any("mantle_admit(" in statement for statement in prepared), prepared

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -87,6 +89,28 @@ class PgBouncer:
                 stderr=subprocess.STDOUT,
             )
         self._wait_listening()
+
+    @contextmanager
+    def carrying_this_process(self) -> Iterator[None]:
+        """Every new connection of the default database in this process (every thread's) goes
+        through this PgBouncer for the block, set up as a pooled `database.url` is
+        (mantle_site.settings.pooled). In place: this thread's connection reads the same dict."""
+        from django.conf import settings
+        from django.db import connections
+
+        from mantle_site.settings import pooled
+
+        default = settings.DATABASES["default"]
+        direct = dict(default)
+        connections.close_all()
+        host, port = self.address
+        default.update(pooled(direct), HOST=host, PORT=str(port))
+        try:
+            yield
+        finally:
+            connections.close_all()
+            default.clear()
+            default.update(direct)
 
     @classmethod
     def in_front_of(cls, host: str, port: str | int, *, pool_size: int = 4) -> PgBouncer:
