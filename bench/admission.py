@@ -27,7 +27,8 @@ def run(
         "figure 1: the service runs execution_admit(), one autocommit call of the PL/pgSQL function"
         " mantle_admit (locks, state read, decision, execution insert); pgbench runs the same"
         " statements one round trip each in one transaction (BEGIN; the advisory locks; the"
-        " state read; the execution insert; the queue position when queued; END), -M prepared"
+        " named-limit lookup; the state read; the execution insert; the queue position when"
+        " queued; END), -M prepared"
     )
     for scenario, targets in fleets.items():
         database.truncate_executions()

@@ -2,12 +2,13 @@
 
 Mantle admits with one call of the PL/pgSQL function `mantle_admit`
 (executions/sql/mantle_admit.sql). The reference runs the same statements the function is built
-from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_TEAM_LOCK and
-ADMISSION_FLOW_LOCKS (the reference workflow names no limit); the named queries
-admission_state and admission_insert, then queue_position when queued; END. The values are the
-arguments of a real `execution_admit()` call (captured), so they cannot drift either. The team,
-workflow and version become pgbench variables; a new execution id becomes gen_random_uuid(), the
-admission time clock_timestamp(); every other value stays a literal.
+from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_TEAM_LOCK; the named
+query workflow_named_limits, which the function runs for every admission (it finds none: the
+reference workflow names no limit, so no ADMISSION_LIMIT_LOCK); ADMISSION_FLOW_LOCKS; the named
+queries admission_state and admission_insert, then queue_position when queued; END. The values
+are the arguments of a real `execution_admit()` call (captured), so they cannot drift either.
+The team, workflow and version become pgbench variables; a new execution id becomes
+gen_random_uuid(), the admission time clock_timestamp(); every other value stays a literal.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
     }
     statements = [
         locks.ADMISSION_TEAM_LOCK,
+        queries["workflow_named_limits"],
         locks.ADMISSION_FLOW_LOCKS,
         queries["admission_state"],
         queries["admission_insert"],
