@@ -27,8 +27,9 @@ def run(
         "figure 1: the service runs execution_admit(), one autocommit call of the PL/pgSQL function"
         " mantle_admit (locks, state read, decision, execution insert); pgbench runs the same"
         " statements one round trip each in one transaction (BEGIN; the advisory locks; the"
-        " named-limit lookup; the state read; the execution insert; the queue position when"
-        " queued; END), -M prepared"
+        " named-limit lookup; the state read; the mark and the execution insert, or the insert"
+        " and the queue position when queued; END; then the workers' wake-up when pending),"
+        " -M prepared"
     )
     for scenario, targets in fleets.items():
         database.truncate_executions()

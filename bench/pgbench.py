@@ -5,10 +5,13 @@ Mantle admits with one call of the PL/pgSQL function `mantle_admit`
 from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_TEAM_LOCK; the named
 query workflow_named_limits, which the function runs for every admission (it finds none: the
 reference workflow names no limit, so no ADMISSION_LIMIT_LOCK); ADMISSION_FLOW_LOCKS; the named
-queries admission_state and admission_insert, then queue_position when queued; END. The values
-are the arguments of a real `execution_admit()` call (captured), so they cannot drift either.
-The team, workflow and version become pgbench variables; a new execution id becomes
-gen_random_uuid(), the admission time clock_timestamp(); every other value stays a literal.
+query admission_state; when pending, admitted_announced_after_commit and admission_insert; when
+queued, admission_insert and queue_position; END; then what the caller runs once that
+committed (wake_workers, when pending). The values are the arguments of a real
+`execution_admit()` call (captured), so they cannot drift either. The team, workflow and
+version become pgbench variables; a new execution id becomes gen_random_uuid() (read back with
+current_setting by the insert after the mark), the admission time clock_timestamp(); every
+other value stays a literal.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from executions.sql import queries
 
 VARIABLES = ("team_id", "workflow_id", "version_id")
 CLOCK = object()  # the admission time, taken after the locks
+MARKED = object()  # the new execution's id, as admitted_announced_after_commit set it
 
 
 def binary() -> str:
@@ -60,13 +64,17 @@ def binary() -> str:
     raise RuntimeError("pgbench not found (apt-get install postgresql-client)")
 
 
-def capture_admission(target: Target) -> list[tuple[str, Any]]:
-    """The (sql, params) of the statements mantle_admit runs for one real admission."""
+def capture_admission(target: Target) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """The (sql, params) of the statements mantle_admit runs for one real admission, and of
+    those its caller runs once it committed (the workers' wake-up when it admitted pending)."""
     calls: list[Any] = []
+    after_commit: list[tuple[str, Any]] = []
 
     def wrapper(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
         if sql == queries["admit"]:
             calls.append(params)
+        elif calls:
+            after_commit.append((sql, params))
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(wrapper):
@@ -81,16 +89,20 @@ def capture_admission(target: Target) -> list[tuple[str, Any]]:
         "blocked_by_limit": None,
         "not_before": None,
     }
-    statements = [
-        locks.ADMISSION_TEAM_LOCK,
-        queries["workflow_named_limits"],
-        locks.ADMISSION_FLOW_LOCKS,
-        queries["admission_state"],
-        queries["admission_insert"],
+    locked = [
+        (locks.ADMISSION_TEAM_LOCK, params),
+        (queries["workflow_named_limits"], params),
+        (locks.ADMISSION_FLOW_LOCKS, params),
+        (queries["admission_state"], params),
     ]
-    if admitted.status != "pending":
-        statements.append(queries["queue_position"])
-    return [(statement, params) for statement in statements]
+    if admitted.status == "pending":
+        # The mark takes a new id; the insert reads it back.
+        locked.append((queries["admitted_announced_after_commit"], params))
+        locked.append((queries["admission_insert"], {**params, "id": MARKED}))
+    else:
+        locked.append((queries["admission_insert"], params))
+        locked.append((queries["queue_position"], params))
+    return locked, after_commit
 
 
 def _render(value: Any, ids: dict[int, str], name: str | None) -> str:
@@ -102,6 +114,8 @@ def _render(value: Any, ids: dict[int, str], name: str | None) -> str:
         return "gen_random_uuid()"
     if value is CLOCK:
         return "clock_timestamp()"
+    if value is MARKED:
+        return "current_setting('mantle.admitted')::uuid"
     if isinstance(value, str) and ":" in value:
         # pgbench would read `:name` inside a string literal as a variable.
         escaped = value.replace("\\", "\\\\").replace("'", "''").replace(":", "\\072")
@@ -140,9 +154,11 @@ def script(targets: list[Target]) -> str:
     # A limited workflow is captured full, as it runs in the benchmark: the admission queues.
     for _ in range(sample.workflow.current_version.max_parallel_executions):
         execution_admit(team=sample.team, workflow=sample.workflow)
+    locked, after_commit = capture_admission(sample)
     lines.append("BEGIN;")
-    lines += [_statement(sql, params, ids) for sql, params in capture_admission(sample)]
+    lines += [_statement(sql, params, ids) for sql, params in locked]
     lines.append("END;")
+    lines += [_statement(sql, params, ids) for sql, params in after_commit]
     return "\n".join(lines) + "\n"
 
 

@@ -1,10 +1,13 @@
 """How work reaches the step workers: each claims it from its table; nothing is handed over.
 
-A row that becomes pending (an execution admitted or promoted, a step created or retried)
-NOTIFYs `executions.sql.WORK_CHANNEL` at its commit (the trigger of migration 0005); every step
-worker LISTENs and claims with `FOR UPDATE SKIP LOCKED`, never more steps than it has free slots
+A row that becomes pending (an execution promoted, a step created or retried) NOTIFYs
+`executions.sql.WORK_CHANNEL` at its commit (the trigger of migration 0005); an execution admitted
+pending is announced right after its admission commits, in a transaction of its own (migration
+0016: a NOTIFY in a commit serializes every such commit of the database). Every step worker
+LISTENs and claims with `FOR UPDATE SKIP LOCKED`, never more steps than it has free slots
 (back-pressure: what one worker cannot take, another worker or machine takes). Nothing can be
-lost between a commit and a hand-off, so nothing is ever re-dispatched.
+lost between a commit and a hand-off, so nothing is ever re-dispatched; an announcement lost
+with its process after the commit leaves the row to the claimer's safety poll.
 
 Claims take the teams in turn (round-robin: each team's first, then each team's second, …), and
 within a team go by branch index first (a plain step counts as index 0), then age: the first

@@ -22,7 +22,7 @@ from core import locks
 from executions import metrics
 from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.services.lifecycle import execution_finish
-from executions.sql import REJECTED, prepared_cursor, queries
+from executions.sql import REJECTED, WORK_CHANNEL, prepared_cursor, queries
 from teams.models import Team, effective_team_limit
 from workflows.flow import concurrency_key_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
@@ -178,6 +178,11 @@ def execution_admit(
         raise
 
 
+def _wake_workers() -> None:
+    with prepared_cursor(connections[DEFAULT_DB_ALIAS]) as cursor:
+        cursor.execute(queries["wake_workers"], {"channel": WORK_CHANNEL})
+
+
 def _admit_locked(
     *,
     team: Team,
@@ -236,6 +241,10 @@ def _admit_locked(
             execution_finish(
                 superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
             )
+    if outcome == Status.PENDING:
+        # Announced once committed (admission.sql, wake_workers); if that fails, the claimer's
+        # safety poll finds it, so the admission stands.
+        transaction.on_commit(_wake_workers, using=connection.alias, robust=True)
     if outcome == REJECTED:
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
         raise ConcurrencyLimitExceeded(scope=scope, limit=limit, name=name, retry_after=retry_after)

@@ -86,19 +86,26 @@ _BLOCKS = _blocks(_SOURCES)
 
 queries: dict[str, str] = {name: _render(body, _BLOCKS) for name, body in _BLOCKS.items()}
 
-# mantle_admit's lock statements (core.locks owns the lock SQL), each a PERFORM in the function.
+
+def _performed(statement: str) -> str:
+    """A SELECT whose result mantle_admit drops: a PERFORM of its variables."""
+    return "PERFORM " + _variables(statement.strip().removeprefix("SELECT").strip())
+
+
+# mantle_admit's lock statements (core.locks owns the lock SQL).
 LOCKS_IN_FUNCTION = {
-    name: "PERFORM " + _variables(statement.strip().removeprefix("SELECT").strip())
-    for name, statement in (
-        ("admission_team_lock", locks.ADMISSION_TEAM_LOCK),
-        ("admission_limit_lock", locks.ADMISSION_LIMIT_LOCK),
-        ("admission_flow_locks", locks.ADMISSION_FLOW_LOCKS),
-    )
+    "admission_team_lock": _performed(locks.ADMISSION_TEAM_LOCK),
+    "admission_limit_lock": _performed(locks.ADMISSION_LIMIT_LOCK),
+    "admission_flow_locks": _performed(locks.ADMISSION_FLOW_LOCKS),
 }
 
 ADMIT_FUNCTION = _render(
     _without_leading_comments((_HERE / "mantle_admit.sql").read_text()),
-    {**_BLOCKS, **LOCKS_IN_FUNCTION},
+    {
+        **_BLOCKS,
+        **LOCKS_IN_FUNCTION,
+        "admitted_announced_after_commit": _performed(queries["admitted_announced_after_commit"]),
+    },
     in_function=True,
 )
 

@@ -152,6 +152,9 @@ BEGIN
     IF _blocked_by = 'debounce' THEN
         _not_before := _created_at + make_interval(secs => _debounce);
     END IF;
+    IF _status = 'pending' THEN
+        {admitted_announced_after_commit};
+    END IF;
     {admission_insert};
     IF _status = 'pending' THEN
         RETURN QUERY SELECT _status, NULL::text, NULL::int, NULL::text, NULL::int, _created_at,
