@@ -68,13 +68,10 @@ def capture_admission(target: Target) -> tuple[list[tuple[str, Any]], list[tuple
     """The (sql, params) of the statements mantle_admit runs for one real admission, and of
     those its caller runs once it committed (the workers' wake-up when it admitted pending)."""
     calls: list[Any] = []
-    after_commit: list[tuple[str, Any]] = []
 
     def wrapper(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
         if sql == queries["admit"]:
             calls.append(params)
-        elif calls:
-            after_commit.append((sql, params))
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(wrapper):
@@ -95,14 +92,14 @@ def capture_admission(target: Target) -> tuple[list[tuple[str, Any]], list[tuple
         (locks.ADMISSION_FLOW_LOCKS, params),
         (queries["admission_state"], params),
     ]
-    if admitted.status == "pending":
-        # The mark takes a new id; the insert reads it back.
-        locked.append((queries["admitted_announced_after_commit"], params))
-        locked.append((queries["admission_insert"], {**params, "id": MARKED}))
-    else:
+    if admitted.status != "pending":
         locked.append((queries["admission_insert"], params))
         locked.append((queries["queue_position"], params))
-    return locked, after_commit
+        return locked, []
+    # The mark takes a new id; the insert reads it back.
+    locked.append((queries["admitted_announced_after_commit"], params))
+    locked.append((queries["admission_insert"], {**params, "id": MARKED}))
+    return locked, [(queries["wake_workers"], {})]
 
 
 def _render(value: Any, ids: dict[int, str], name: str | None) -> str:

@@ -125,7 +125,8 @@ SELECT set_config('mantle.admitted', %(id)s::text, true) AS admitted
 -- admission of every team committed one at a time (100 teams at 16 clients: about 1,800
 -- admissions/s with it, 3,500/s without; figure 1). This transaction writes nothing that must
 -- outlive a crash, so its commit does not wait for the flush and holds the lock for microseconds.
-SELECT set_config('synchronous_commit', 'off', true), pg_notify(%(channel)s, '')
+-- The channel is executions.sql.WORK_CHANNEL; no parameter: it is sent as a simple query.
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('mantle_work', '')
 
 -- name: admission_insert
 -- The admitted execution. created_at and (when queued) queued_at are the same clock time, taken
