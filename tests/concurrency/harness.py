@@ -67,11 +67,15 @@ class Sampler(CountSampler):
 
 
 def run_in_threads(jobs: list[Callable[[], object]], *, threads: int) -> list[object]:
-    """Run the jobs on `threads` threads, start barrier first; each thread closes its connection."""
+    """Run the jobs on `threads` threads, start barrier first; each thread closes its connection.
+
+    Each job connects before the barrier, so that connecting (a fork of the server, slow under
+    load) does not spread out the jobs the barrier lines up."""
     barrier = threading.Barrier(min(threads, len(jobs)))
 
     def call(job: Callable[[], object]) -> object:
         try:
+            connection.ensure_connection()
             with contextlib.suppress(threading.BrokenBarrierError):
                 barrier.wait(timeout=0.5)
             return job()
