@@ -38,6 +38,7 @@ class Namespace(IntEnum):
     ENGINE_TICKER = 6
     KEY = 7
     NAMED_LIMIT = 8
+    SCHEDULES = 9
 
 
 def _require_transaction() -> None:
@@ -132,6 +133,11 @@ def lock_webhook_paths() -> None:
     """One lock for every team's webhook paths (unique across teams), taken after the team and
     workflow locks by applies whose workflow has webhook triggers; admission never takes it."""
     _lock(Namespace.WEBHOOK_PATHS, 0)
+
+
+def lock_schedules() -> None:
+    """One lock for django-q2's schedules, which every `mantle serve` upserts as it starts."""
+    _lock(Namespace.SCHEDULES, 0)
 
 
 def try_lock(namespace: Namespace, key: int = 0) -> bool:

@@ -7,8 +7,11 @@ pass finds the clock's lock held and does nothing.
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.utils import timezone
 from django_q.models import Schedule
+
+from core import locks
 
 SCHEDULES = {
     "mantle-engine-clock": {
@@ -21,9 +24,16 @@ SCHEDULES = {
 
 
 def upsert_schedules() -> None:
-    for name, fields in SCHEDULES.items():
-        schedule, created = Schedule.objects.update_or_create(name=name, defaults=fields)
-        if created:
-            schedule.next_run = timezone.now()
-            schedule.save(update_fields=["next_run"])
-    Schedule.objects.filter(name__startswith="mantle-").exclude(name__in=SCHEDULES).delete()
+    # Machines started together upsert one at a time: django-q2's Schedule.name is not unique,
+    # so each would find no schedule and create one, and those duplicates were kept.
+    with transaction.atomic():
+        locks.lock_schedules()
+        for name, fields in SCHEDULES.items():
+            same_name = Schedule.objects.filter(name=name).order_by("pk")
+            kept = same_name.first()
+            if kept is None:
+                Schedule.objects.create(name=name, next_run=timezone.now(), **fields)
+            else:
+                same_name.exclude(pk=kept.pk).delete()  # duplicates made before this lock
+                same_name.filter(pk=kept.pk).update(**fields)
+        Schedule.objects.filter(name__startswith="mantle-").exclude(name__in=SCHEDULES).delete()

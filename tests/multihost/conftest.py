@@ -66,7 +66,14 @@ def start_apps(hosts: Hosts) -> Iterator[Callable[..., list[AppHost]]]:
         # Workers are ready when they listen (one step worker per host with workers).
         workers = listening + sum(1 for role in roles if role != "web-only")
         while hosts.database.listeners() < workers:
-            assert time.monotonic() < deadline, "the step workers never listened"
+            exited = [app for app in apps if app.process.poll() is not None]
+            if exited or time.monotonic() > deadline:
+                logs = "\n".join(
+                    f"== {app.host.name}\n{app.log.read_text()[-3000:]}" for app in apps
+                )
+                raise AssertionError(
+                    f"the step workers never listened ({len(exited)} exited)\n{logs}"
+                )
             time.sleep(0.2)
         return apps
 
