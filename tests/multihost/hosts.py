@@ -239,6 +239,7 @@ class AppHost:
             "MANTLE_ENGINE_WORKERS": str(workers),
             "MANTLE_SERVER_WORKERS": str(web_workers),
             "MANTLE_HOME": str(self.directory / "home"),
+            "TMPDIR": str(self.directory),  # the claimer's lock file, gone with a killed host
             "PROMETHEUS_MULTIPROC_DIR": str(self.directory / "metrics"),
             "DJANGO_SECRET_KEY": "multihost-shared-secret",
             **{
