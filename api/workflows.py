@@ -90,11 +90,19 @@ class WorkflowDetailApi(TeamApi):
         return Response(self.WorkflowDetailOutput(workflow).data)
 
 
+class WarningOutput(serializers.Serializer):
+    path = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+
+
 class WorkflowApplyApi(TeamApi):
     class WorkflowAppliedOutput(serializers.Serializer):
         name = serializers.CharField()
         version = serializers.IntegerField()
         changed = serializers.BooleanField()
+        # What was accepted as upstream accepts it (docs/workflows.md, Warnings).
+        warnings = WarningOutput(many=True)
 
     @extend_schema(
         operation_id="apply_workflow",
@@ -109,9 +117,14 @@ class WorkflowApplyApi(TeamApi):
                 400, "invalid_workflow", "the body is not UTF-8 text", errors=[]
             ) from None
         applied = workflow_apply(team=self.team, content=content, name=name)
-        body = {"name": applied.workflow.name, "version": applied.version.number}
+        body = {
+            "name": applied.workflow.name,
+            "version": applied.version.number,
+            "changed": applied.changed,
+            "warnings": applied.warnings,
+        }
         return Response(
-            self.WorkflowAppliedOutput({**body, "changed": applied.changed}).data,
+            self.WorkflowAppliedOutput(body).data,
             status=status.HTTP_201_CREATED if applied.created else status.HTTP_200_OK,
         )
 

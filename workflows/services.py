@@ -13,7 +13,7 @@ from teams.models import Team
 from teams.selectors import named_limit_names
 from teams.signals import limit_loosened, loosens
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
-from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
+from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, validate_workflow
 from workflows.selectors import webhook_path_taken
 
 
@@ -23,17 +23,19 @@ class Applied:
     version: WorkflowVersion
     created: bool  # the workflow did not exist before
     changed: bool  # a new version was written
+    warnings: list[SchemaError]  # the document's (docs/workflows.md, Warnings)
 
 
 def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Applied:
     """Validate and store `content` as the workflow's next version, unless it is unchanged.
 
-    Raises workflows.schema.WorkflowInvalid (nothing written). `name`, when given (the API path),
-    must match the document's name. A version whose limits are looser promotes what now fits.
-    Every named limit it lists must exist in the team (checked again under the team's lock,
-    which deleting a named limit takes).
+    Raises workflows.schema.WorkflowInvalid (nothing written); a warning does not stop it.
+    `name`, when given (the API path), must match the document's name. A version whose limits
+    are looser promotes what now fits. Every named limit it lists must exist in the team
+    (checked again under the team's lock, which deleting a named limit takes).
     """
-    spec = parse_workflow(content, limit_names=named_limit_names(team=team))
+    validated = validate_workflow(content, limit_names=named_limit_names(team=team))
+    spec, warnings = validated.spec, validated.warnings
     if name is not None and spec.name != name:
         message = f"must be {name!r}, the name in the request path (got {spec.name!r})"
         raise WorkflowInvalid([SchemaError(path="name", message=message, line=None)])
@@ -46,7 +48,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         workflow.refresh_from_db(fields=["current_version"])
         current = workflow.current_version
         if current is not None and current.content_hash == content_hash:
-            return Applied(workflow=workflow, version=current, created=False, changed=False)
+            return Applied(workflow, current, created=False, changed=False, warnings=warnings)
         _check_named_limits_exist(spec, team)
         _check_webhook_paths_free(spec, workflow)
         version = WorkflowVersion.objects.create(
@@ -74,7 +76,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             or loosens(current.rate_max, version.rate_max)
         ):
             limit_loosened.send(sender=WorkflowVersion, team_id=team.id)
-    return Applied(workflow=workflow, version=version, created=created, changed=True)
+    return Applied(workflow, version, created=created, changed=True, warnings=warnings)
 
 
 def _check_named_limits_exist(spec: WorkflowSpec, team: Team) -> None:

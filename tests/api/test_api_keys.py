@@ -54,13 +54,28 @@ def test_a_key_that_fails_at_admission_is_400_and_writes_nothing(api, team, make
 
 
 def test_a_bad_key_expression_is_refused_at_apply_with_its_line(api):
-    text = workflow_yaml(extra='concurrency_key: "{{ inputs.nope }}"\n')
+    text = workflow_yaml(extra='concurrency_key: "{{ steps.a.output }}"\n')
     response = api.put("/api/v1/workflows/deploy", text, content_type="application/yaml")
     assert response.status_code == 400
     assert response.json()["errors"] == [
         {
             "path": "concurrency_key",
-            "message": 'expression "inputs.nope": undeclared input "nope"',
+            "message": 'expression "steps.a.output": "steps" is not in scope here'
+            " (only inputs and trigger)",
+            "line": 4,
+        }
+    ]
+
+
+def test_a_key_reading_an_undeclared_input_is_applied_with_a_warning(api):
+    text = workflow_yaml(extra='concurrency_key: "{{ inputs.nope }}"\n')
+    response = api.put("/api/v1/workflows/deploy", text, content_type="application/yaml")
+    assert response.status_code == 201
+    assert response.json()["warnings"] == [
+        {
+            "path": "concurrency_key",
+            "message": 'expression "inputs.nope": undeclared input "nope" (accepted: inputs are'
+            " an open map; declare it in inputs)",
             "line": 4,
         }
     ]

@@ -24,7 +24,7 @@ class TestApply:
         first = put(api, "deploy", workflow_yaml())
         assert (first.status_code, first.json()) == (
             201,
-            {"name": "deploy", "version": 1, "changed": True},
+            {"name": "deploy", "version": 1, "changed": True, "warnings": []},
         )
         same = put(api, "deploy", workflow_yaml())
         assert (same.status_code, same.json()["version"], same.json()["changed"]) == (
@@ -46,6 +46,35 @@ class TestApply:
         assert {"max_parallel_executions", "steps[0].action"} <= paths
         assert all(error["message"] for error in body["errors"])
         assert not WorkflowDefinition.objects.exists()
+
+    def test_what_upstream_accepts_is_applied_with_its_warnings(self, api, team):
+        content = (
+            "name: deploy\nsteps:\n  - name: a\n    action: test/echo\n    max_parallel: 2\n"
+            '    params: {who: "{{ inputs.customer }}", where: "{{ env.NOT_SET }}"}\n'
+        )
+        response = put(api, "deploy", content)
+        assert response.status_code == 201
+        assert response.json()["warnings"] == [
+            {
+                "path": "steps[0].max_parallel",
+                "line": 5,
+                "message": "is ignored: it bounds the branches of a for_each, and this step has"
+                " none",
+            },
+            {
+                "path": "steps[0].params.who",
+                "line": 6,
+                "message": 'expression "inputs.customer": undeclared input "customer" (accepted:'
+                " inputs are an open map; declare it in inputs)",
+            },
+            {
+                "path": "steps[0].params.where",
+                "line": 6,
+                "message": 'expression "env.NOT_SET": env "NOT_SET" is not set in this'
+                " configuration (env: in mantle.yaml); a run that reads it fails",
+            },
+        ]
+        assert WorkflowDefinition.objects.get(name="deploy").current_version.number == 1
 
     def test_the_name_must_match_the_path(self, api, team):
         response = put(api, "other", workflow_yaml("deploy"))

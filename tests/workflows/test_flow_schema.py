@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import workflow_yaml
-from workflows.schema import WorkflowInvalid, parse_workflow
+from workflows.schema import WorkflowInvalid, parse_workflow, validate_workflow
 
 KEYED = 'inputs:\n  customer: {type: string}\nconcurrency_key: "{{ inputs.customer }}"\n'
 
@@ -43,9 +43,11 @@ def test_a_key_reading_anything_else_is_an_error_with_its_line() -> None:
     ]
 
 
-def test_a_key_reading_an_undeclared_input_is_an_error() -> None:
-    assert errors(workflow_yaml(extra='concurrency_key: "{{ inputs.nope }}"\n')) == [
-        'line 4: concurrency_key: expression "inputs.nope": undeclared input "nope"'
+def test_a_key_reading_an_undeclared_input_is_a_warning() -> None:
+    text = workflow_yaml(extra='concurrency_key: "{{ inputs.nope }}"\n')
+    assert [str(w) for w in validate_workflow(text).warnings] == [
+        'line 4: concurrency_key: expression "inputs.nope": undeclared input "nope" '
+        "(accepted: inputs are an open map; declare it in inputs)"
     ]
 
 

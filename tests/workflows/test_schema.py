@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from core.durations import parse_duration
-from tests.workflows.errors import schema_errors
+from tests.workflows.errors import schema_errors, schema_warnings
 from workflows.actions import action_names
 from workflows.schema import (
     InputSpec,
@@ -19,6 +19,7 @@ from workflows.schema import (
     WorkflowInvalid,
     WorkflowSpec,
     parse_workflow,
+    undeclared_given,
     validate_inputs,
 )
 
@@ -458,10 +459,6 @@ def test_it_checks_triggers() -> None:
             "name: a\naction: test/noop\nfor_each: [1]\nmax_parallel: false",
             (6, "steps[0].max_parallel", "must be an integer >= 0"),
         ),
-        (
-            "name: a\naction: test/noop\nmax_parallel: 2",
-            (5, "steps[0].max_parallel", "is only valid together with for_each"),
-        ),
         ("- name: a", (3, "steps[0]", "must be a mapping")),
     ],
 )
@@ -612,15 +609,10 @@ def test_it_applies_input_defaults(spec: WorkflowSpec) -> None:
         ({"title": "t", "count": "3"}, ["inputs.count: must be a number"]),
         ({"title": "t", "count": float("nan")}, ["inputs.count: must be a number"]),
         ({"title": "t", "dry_run": 1}, ["inputs.dry_run: must be a boolean"]),
-        ({"title": "t", "extra": 1}, ["inputs.extra: unknown input"]),
         ([1], ["inputs: must be an object"]),
         (
             {"extra": 1, "count": "x"},
-            [
-                "inputs.extra: unknown input",
-                "inputs.count: must be a number",
-                "inputs.title: is required",
-            ],
+            ["inputs.count: must be a number", "inputs.title: is required"],
         ),
     ],
 )
@@ -628,3 +620,35 @@ def test_it_rejects_bad_inputs(spec: WorkflowSpec, given: object, errors: list[s
     with pytest.raises(InvalidInputs) as caught:
         validate_inputs(spec, given)  # type: ignore[arg-type]
     assert caught.value.errors == errors
+
+
+def test_an_undeclared_input_is_kept_as_given_with_a_warning(spec: WorkflowSpec) -> None:
+    given = {"title": "t", "extra": {"any": ["json"]}}
+    assert validate_inputs(spec, given) == {**given, "count": 3, "dry_run": False}
+    assert undeclared_given(spec, given) == [
+        "inputs.extra: undeclared input (accepted: inputs are an open map)"
+    ]
+    assert undeclared_given(spec, {"title": "t"}) == []
+
+
+MAX_PARALLEL_IGNORED = "is ignored: it bounds the branches of a for_each, and this step has none"
+MAX_PARALLEL_WITHOUT_FOR_EACH = """\
+    name: w
+    steps:
+      - name: a
+        action: test/noop
+        max_parallel: 2
+    """
+
+
+def test_max_parallel_without_for_each_is_ignored_with_a_warning() -> None:
+    assert parse_workflow(textwrap.dedent(MAX_PARALLEL_WITHOUT_FOR_EACH)).steps[0].max_parallel == 0
+    assert schema_warnings(MAX_PARALLEL_WITHOUT_FOR_EACH) == [
+        (5, "steps[0].max_parallel", MAX_PARALLEL_IGNORED)
+    ]
+
+
+def test_strict_makes_every_warning_an_error() -> None:
+    assert schema_errors(MAX_PARALLEL_WITHOUT_FOR_EACH, strict=True) == [
+        (5, "steps[0].max_parallel", MAX_PARALLEL_IGNORED)
+    ]

@@ -5,10 +5,12 @@ against a local HTTP API, and its outputs are asserted."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -21,7 +23,7 @@ from tests.engine.conftest import wait_terminal
 from tests.processes import Cluster
 from tests.servers import Handler, local, serving
 from workflows.models import WorkflowDefinition
-from workflows.schema import parse_workflow
+from workflows.schema import parse_workflow, validate_workflow
 from workflows.services import workflow_apply
 
 CORPUS = Path(__file__).parent / "upstream"
@@ -81,13 +83,17 @@ def transactional_db(database: None) -> None:
     couldn't be flushed", and the next test found the last one's team."""
 
 
+def workers_env(api: str) -> dict[str, str]:
+    return {"API_BASE_URL": api, "REGION": "eu-west-1"}
+
+
 @pytest.fixture(scope="module")
 def cluster(database: None, api: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One worker cluster (`mantle serve --workers-only`) for every run of the module: it only
     claims what each test admits, each test's under a team of its own. Started per test it cost
     about 7 s each."""
     # The workers read env from MANTLE_ENV_* of their own environment (CONTRACT §2).
-    env = {"MANTLE_ENV_API_BASE_URL": api, "MANTLE_ENV_REGION": "eu-west-1"}
+    env = {f"MANTLE_ENV_{name}": value for name, value in workers_env(api).items()}
     log = tmp_path_factory.mktemp("corpus") / "cluster.log"
     cluster = Cluster(workers=2, slots=100, broker="orm", log=log, env=env)
     yield
@@ -162,6 +168,11 @@ EXPECTED: dict[str, tuple[dict, dict | None, dict[str, object]]] = {
             },
             "done": {"forwarded": 3},
         },
+    ),
+    "open-inputs": (
+        {"customer": {"id": 7}},
+        None,
+        {"greet": {"customer": {"id": 7}, "region": "eu"}},
     ),
     "continue-on-error-fallback": (
         {},
@@ -290,6 +301,18 @@ def test_the_corpus_has_a_dozen_workflows_each_with_expectations() -> None:
     assert names == sorted(EXPECTED)
 
 
+# file → the warnings of its validation (path, message up to its explanation); the rest have none
+WARNINGS: dict[str, list[tuple[str, str]]] = {
+    "open-inputs": [
+        (
+            "steps[0].max_parallel",
+            "is ignored: it bounds the branches of a for_each, and this step has none",
+        ),
+        ("steps[0].params.customer", 'expression "inputs.customer": undeclared input "customer"'),
+    ],
+}
+
+
 # file → what it POSTed to the API (the rest POST nothing)
 NOTIFIED: dict[str, list[object]] = {
     "webhook-processor": [{"customer": {"id": 7, "email": "ada@example.com"}, "count": 3}],
@@ -298,10 +321,18 @@ NOTIFIED: dict[str, list[object]] = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_an_upstream_workflow_runs_as_written(
-    name: str, cluster: None, apply: Callable[..., WorkflowDefinition], notified: list[object]
+    name: str,
+    cluster: None,
+    apply: Callable[..., WorkflowDefinition],
+    notified: list[object],
+    api: str,
+    settings: Any,
 ) -> None:
+    # Validated with the workers' env, as where it is applied would be configured.
+    settings.MANTLE = dataclasses.replace(settings.MANTLE, env=workers_env(api))
     content = (CORPUS / f"{name}.yaml").read_text()
-    parse_workflow(content)
+    warnings = validate_workflow(content).warnings
+    assert [(w.path, w.message.split(" (")[0]) for w in warnings] == WARNINGS.get(name, [])
     inputs, trigger, expected = EXPECTED[name]
     execution = run(apply(content), inputs, trigger)
     assert execution.status == "completed", execution.error

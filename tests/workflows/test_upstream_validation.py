@@ -4,11 +4,12 @@ reported at the path and line of the expression (CONTRACT §3)."""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 
 import pytest
 
 from core.durations import parse_duration
-from tests.workflows.errors import schema_errors
+from tests.workflows.errors import schema_errors, schema_warnings
 from workflows.schema import parse_workflow
 
 
@@ -21,7 +22,6 @@ from workflows.schema import parse_workflow
             "nosuch.field",
             'undeclared variable "nosuch" (in scope: env, execution, inputs, steps, trigger)',
         ),
-        ("inputs.missing", 'undeclared input "missing"'),
         ("shout('x')", 'unknown function "shout"'),
         ("parseInt('1', 10)", "parseInt() takes 1 argument, got 2"),
         ("obj('a')", "obj() takes 2 or 4 or 6 or 8 or 10 arguments, got 1"),
@@ -55,6 +55,35 @@ def test_it_reports_what_an_expression_may_not_read_or_call_at_its_path_and_line
         """
     )
     assert found == [(10, "steps[1].params.value", f'expression "{expression}": {problem}')]
+
+
+def test_an_undeclared_input_or_unset_env_is_a_warning_at_its_path_and_line(settings) -> None:
+    settings.MANTLE = replace(settings.MANTLE, env={"REGION": "eu"})
+    found = schema_warnings(
+        """\
+        name: w
+        steps:
+          - name: first
+            action: test/echo
+            params:
+              who: "{{ inputs.customer }}"
+              where: "{{ env.REGION }}-{{ env.NOT_SET }}"
+        """
+    )
+    assert found == [
+        (
+            6,
+            "steps[0].params.who",
+            'expression "inputs.customer": undeclared input "customer" (accepted: inputs are an '
+            "open map; declare it in inputs)",
+        ),
+        (
+            7,
+            "steps[0].params.where",
+            'expression "env.NOT_SET": env "NOT_SET" is not set in this configuration '
+            "(env: in mantle.yaml); a run that reads it fails",
+        ),
+    ]
 
 
 ONLY_IN_FOR_EACH = "is only in scope in the params of a for_each step"

@@ -5,9 +5,9 @@ validator, graph.py the cycle search, inputs.py the check of a run's inputs.
 """
 
 from workflows.schema.document import SchemaError, WorkflowInvalid
-from workflows.schema.inputs import InvalidInputs, validate_inputs
+from workflows.schema.inputs import InvalidInputs, undeclared_given, validate_inputs
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, TriggerSpec, WorkflowSpec
-from workflows.schema.validate import parse_workflow
+from workflows.schema.validate import Validated, parse_workflow, validate_workflow
 
 __all__ = [
     "InputSpec",
@@ -16,8 +16,11 @@ __all__ = [
     "SchemaError",
     "StepSpec",
     "TriggerSpec",
+    "Validated",
     "WorkflowInvalid",
     "WorkflowSpec",
     "parse_workflow",
+    "undeclared_given",
     "validate_inputs",
+    "validate_workflow",
 ]

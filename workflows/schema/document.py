@@ -36,11 +36,15 @@ class SchemaError:
         return ": ".join(parts)
 
 
+def by_line(problems: list[SchemaError]) -> list[SchemaError]:
+    return sorted(problems, key=lambda problem: problem.line or 0)
+
+
 class WorkflowInvalid(Exception):
     """Every error found in a workflow document, sorted by line."""
 
     def __init__(self, errors: list[SchemaError]) -> None:
-        self.errors = sorted(errors, key=lambda error: error.line or 0)
+        self.errors = by_line(errors)
         super().__init__("\n".join(str(error) for error in self.errors))
 
     def __reduce__(self) -> tuple[object, tuple[list[SchemaError]]]:
@@ -96,6 +100,9 @@ class Document:
 
     def __init__(self, root: yaml.Node) -> None:
         self.errors: list[SchemaError] = []
+        # What is accepted as upstream accepts it but likely a mistake (docs/workflows.md,
+        # Warnings); `mantle validate --strict` makes them errors.
+        self.warnings: list[SchemaError] = []
         self.value_lines: dict[str, int] = {}
         self.key_lines: dict[str, int] = {}
         self._constructor = yaml.SafeLoader("")
@@ -106,11 +113,17 @@ class Document:
         self.value = self._read(root, "")
 
     def error(self, path: str, message: str, *, at_key: bool = False) -> None:
+        self.errors.append(self._at(path, message, at_key=at_key))
+
+    def warning(self, path: str, message: str, *, at_key: bool = False) -> None:
+        self.warnings.append(self._at(path, message, at_key=at_key))
+
+    def _at(self, path: str, message: str, *, at_key: bool) -> SchemaError:
         if at_key:
             line = self.key_lines.get(path, self.value_lines.get(path))
         else:
             line = self.value_lines.get(path, self.key_lines.get(path))
-        self.errors.append(SchemaError(path=path, message=message, line=line))
+        return SchemaError(path=path, message=message, line=line)
 
     def missing(self, parent: str, key: str) -> None:
         """A required key is absent: report it at the line where its mapping starts."""

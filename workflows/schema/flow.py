@@ -24,6 +24,7 @@ from workflows.expressions import (
     sole_expression,
 )
 from workflows.schema.document import Document, index
+from workflows.schema.scope import UNDECLARED_INPUT, undeclared_inputs
 
 ON_LIMIT = ("queue", "reject", "cancel_running", "keep_latest")
 PRIORITIES = range(10)
@@ -177,8 +178,7 @@ def _priority(doc: Document, value: object, input_names: frozenset[str]) -> int 
     if isinstance(value, int) and not isinstance(value, bool) and value in PRIORITIES:
         return value
     if isinstance(value, str) and (source := sole_expression(value)) is not None:
-        for problem in _expression_problems(source, input_names):
-            doc.error("priority", problem)
+        _check_expression(doc, "priority", source, input_names)
         return value
     doc.error("priority", 'must be an integer from 0 to 9, or one "{{ … }}" expression giving one')
     return 0
@@ -192,24 +192,23 @@ def _check_template(doc: Document, path: str, value: object, input_names: frozen
     if value.count("{{") > len(sources):
         doc.error(path, 'has a "{{" without a closing "}}"')
     for source in sources:
-        for problem in _expression_problems(source, input_names):
-            doc.error(path, problem)
+        _check_expression(doc, path, source, input_names)
 
 
-def _expression_problems(source: str, input_names: frozenset[str]) -> list[str]:
+def _check_expression(doc: Document, path: str, source: str, input_names: frozenset[str]) -> None:
     try:
         compile_expression(source)
         usage = expression_usage(source)
     except ExpressionError as exc:
-        return [f'invalid expression "{exc.expression}": {exc.message}']
+        doc.error(path, f'invalid expression "{exc.expression}": {exc.message}')
+        return
     except SyntaxProblem as exc:
-        return [f'invalid expression "{source}": {exc}']
-    problems = [f'expression "{source}": {problem}' for problem in usage.problems]
+        doc.error(path, f'invalid expression "{source}": {exc}')
+        return
+    for problem in usage.problems:
+        doc.error(path, f'expression "{source}": {problem}')
     for variable in sorted(usage.variables - KEY_VARIABLES):
-        problems.append(
-            f'expression "{source}": "{variable}" is not in scope here (only inputs and trigger)'
-        )
-    for variable, key in sorted(usage.fields):
-        if variable == "inputs" and key not in input_names:
-            problems.append(f'expression "{source}": undeclared input "{key}"')
-    return problems
+        message = f'"{variable}" is not in scope here (only inputs and trigger)'
+        doc.error(path, f'expression "{source}": {message}')
+    for key in undeclared_inputs(usage, input_names):
+        doc.warning(path, f'expression "{source}": {UNDECLARED_INPUT.format(key)}')

@@ -43,15 +43,27 @@ class InvalidInputs(Exception):
         return type(self), (self.errors,)
 
 
+def undeclared_given(spec: WorkflowSpec, given: dict) -> list[str]:
+    """A warning for each input given that the workflow does not declare (docs/workflows.md,
+    Warnings)."""
+    declared = {item.name for item in spec.inputs}
+    return [
+        f"inputs.{name}: undeclared input (accepted: inputs are an open map)"
+        for name in given
+        if name not in declared
+    ]
+
+
 def validate_inputs(spec: WorkflowSpec, given: dict | None) -> dict:
-    """The run's inputs with defaults applied, or InvalidInputs naming every bad input."""
+    """The run's inputs with defaults applied, or InvalidInputs naming every bad input. An
+    undeclared input is kept as given: upstream's inputs are an open map."""
     if given is None:
         given = {}
     if not isinstance(given, dict):
         raise InvalidInputs(["inputs: must be an object"])
     declared = {item.name for item in spec.inputs}
-    errors = [f"inputs.{name}: unknown input" for name in given if name not in declared]
-    result: dict[str, object] = {}
+    errors = []
+    result: dict[str, object] = {k: v for k, v in given.items() if k not in declared}
     for item in spec.inputs:
         if item.name in given:
             check, expected = INPUT_TYPES[item.type] if item.type else (_is_any, "")

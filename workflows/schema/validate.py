@@ -1,9 +1,10 @@
-"""Workflow YAML → a validated, typed WorkflowSpec (CONTRACT.md §3): every error in a document at
-once, each with its path and line."""
+"""Workflow YAML → a validated, typed WorkflowSpec (docs/workflows.md): every error in a document
+at once, each with its path and line, and the warnings beside them."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import cast
 
 from django.conf import settings
@@ -18,11 +19,19 @@ from workflows.expressions import (
     find_expressions,
     sole_expression,
 )
-from workflows.schema.document import Document, WorkflowInvalid, document_read, index, join
+from workflows.schema.document import (
+    Document,
+    SchemaError,
+    WorkflowInvalid,
+    by_line,
+    document_read,
+    index,
+    join,
+)
 from workflows.schema.flow import flow_control_read
 from workflows.schema.graph import cycles
 from workflows.schema.inputs import INPUT_TYPES
-from workflows.schema.scope import Scope, scope_problems
+from workflows.schema.scope import Scope, scope_problems, scope_warnings
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
 from workflows.schema.triggers import triggers_read
 
@@ -70,22 +79,41 @@ _STEP_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+@dataclass(frozen=True)
+class Validated:
+    spec: WorkflowSpec
+    warnings: list[SchemaError]  # sorted by line
+
+
+def validate_workflow(
+    text: str,
+    *,
+    actions: frozenset[str] | None = None,
+    limit_names: frozenset[str] | None = None,
+    strict: bool = False,
+) -> Validated:
+    """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
+
+    ``actions`` are the action names steps may use; by default, those of the action registry.
+    ``limit_names`` are the named limits of the team it is applied to (None: not checked).
+    ``strict``: every warning is an error too (docs/workflows.md, Warnings)."""
+    document = document_read(text)
+    validator = _Validator(document, action_names() if actions is None else actions, limit_names)
+    spec = validator.workflow()
+    errors = document.errors + document.warnings if strict else document.errors
+    if errors or spec is None:
+        raise WorkflowInvalid(errors)
+    return Validated(spec=spec, warnings=by_line(document.warnings))
+
+
 def parse_workflow(
     text: str,
     *,
     actions: frozenset[str] | None = None,
     limit_names: frozenset[str] | None = None,
 ) -> WorkflowSpec:
-    """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
-
-    ``actions`` are the action names steps may use; by default, those of the action registry.
-    ``limit_names`` are the named limits of the team it is applied to (None: not checked)."""
-    document = document_read(text)
-    validator = _Validator(document, action_names() if actions is None else actions, limit_names)
-    spec = validator.workflow()
-    if document.errors or spec is None:
-        raise WorkflowInvalid(document.errors)
-    return spec
+    """validate_workflow's spec, its warnings left out."""
+    return validate_workflow(text, actions=actions, limit_names=limit_names).spec
 
 
 def _is_int(value: object) -> bool:
@@ -245,8 +273,11 @@ class _Validator:
         if "for_each" in step:
             self._check_for_each(for_each, join(path, "for_each"))
         elif "max_parallel" in step:
-            self.doc.error(
-                join(path, "max_parallel"), "is only valid together with for_each", at_key=True
+            # Upstream's own reference example has one (docs/workflows.md, Warnings).
+            self.doc.warning(
+                join(path, "max_parallel"),
+                "is ignored: it bounds the branches of a for_each, and this step has none",
+                at_key=True,
             )
         condition = self._condition(step, path)
         explicit = self._depends_on(step, path, name, step_names)
@@ -263,7 +294,9 @@ class _Validator:
             timeout=self._duration(step, "timeout", path),
             continue_on_error=self._boolean(step, "continue_on_error", path),
             for_each=for_each,
-            max_parallel=self._int(step, "max_parallel", path, minimum=0),
+            max_parallel=self._int(step, "max_parallel", path, minimum=0)
+            if "for_each" in step
+            else 0,
         )
 
     def _depends_on(
@@ -380,6 +413,8 @@ class _Validator:
             return
         for problem in scope_problems(usage, self.scope):
             self.doc.error(path, f'expression "{source}": {problem}')
+        for warning in scope_warnings(usage, self.scope, frozenset(settings.MANTLE.env)):
+            self.doc.warning(path, f'expression "{source}": {warning}')
         self.references |= usage.steps & self.scope.steps
 
     def _required(self, mapping: dict, key: str, path: str) -> object:

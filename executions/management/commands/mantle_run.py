@@ -16,7 +16,7 @@ from executions.models import TERMINAL, BlockedBy, Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
-from workflows.schema import InvalidInputs, WorkflowSpec
+from workflows.schema import InvalidInputs, WorkflowSpec, undeclared_given
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -43,6 +43,8 @@ class Command(BaseCommand):
         workflow = self.find_workflow(options["workflow"], options["team"])
         spec = WorkflowSpec.from_dict(workflow.applied_version.spec)
         inputs = parse_inputs(spec, options["input"])
+        for warning in undeclared_given(spec, inputs):
+            self.stderr.write(f"warning: {warning}")
         try:
             admission = execution_admit(
                 team=workflow.team,

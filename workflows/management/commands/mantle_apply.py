@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from teams.models import Team
-from workflows.management.commands.mantle_validate import read_workflow_file
+from workflows.management.commands.mantle_validate import read_workflow_file, write_warnings
 from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
@@ -36,6 +36,7 @@ class Command(BaseCommand):
                     for error in exc.errors:
                         self.stderr.write(f"{path}:{error}")
                     raise CommandError(f"{path} is invalid; nothing applied", returncode=1) from exc
+                write_warnings(self.stderr, path, applied.warnings)
                 state = (
                     "created" if applied.created else "updated" if applied.changed else "unchanged"
                 )
