@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -23,6 +24,7 @@ from executions.selectors import (
     teams_busiest_keys,
     teams_queues,
 )
+from executions.services.promotion import across_workflows
 from executions.sql import queries
 from teams.models import Team
 
@@ -53,7 +55,7 @@ class QueuedExecution:
     id: uuid.UUID
     team_id: int
     workflow: str
-    position: int
+    position: int  # in the order promotion takes the team's whole queue, from 1
     blocked_by: str | None
     wait_seconds: float
     blocked_by_limit: str | None  # the named limit, when blocked_by is "limit"
@@ -120,7 +122,6 @@ def dashboard_panels(
     }
     rejections: dict[tuple[int, int], int] = {}
     depth: dict[int, list[int]] = defaultdict(lambda: [0] * CHART_MINUTES)
-    queued: dict[int, list[QueuedExecution]] = defaultdict(list)
     running: dict[int, list[RunningExecution]] = defaultdict(list)
     with connection.cursor() as cursor:
         cursor.execute(queries["dashboard_rejections"], params)
@@ -131,8 +132,7 @@ def dashboard_panels(
             if 0 <= minutes_ago < CHART_MINUTES:
                 depth[workflow_id][CHART_MINUTES - 1 - minutes_ago] = value
         cursor.execute(queries["dashboard_queued"], params)
-        for row in cursor.fetchall():
-            queued[row[1]].append(QueuedExecution(*row))
+        queued = _in_promotion_order(cursor.fetchall(), rows_per_team)
         cursor.execute(queries["dashboard_running"], params)
         for row in cursor.fetchall():
             running[row[1]].append(RunningExecution(*row))
@@ -161,6 +161,33 @@ def dashboard_panels(
             )
         )
     return panels
+
+
+def _in_promotion_order(rows: list[tuple], limit: int) -> dict[int, list[QueuedExecution]]:
+    """dashboard_queued's rows per team, numbered in the order promotion would take them were
+    every slot free: the workflows' fair orders merged as queue_promote merges them, then what
+    waits out a debounce, the soonest due first."""
+    # (id, team_id, workflow, rank, blocked_by, wait, limit, key, not_before, priority, created)
+    fair: dict[int, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    debounced: dict[int, list[tuple]] = defaultdict(list)
+    for row in rows:
+        if row[3] is None:
+            debounced[row[1]].append(row)
+        else:
+            fair[row[1]][row[2]].append(row)
+    teams: dict[int, list[QueuedExecution]] = defaultdict(list)
+    for team_id in fair.keys() | debounced.keys():
+        queues = [
+            [(-r[9], r[10], r[0], r) for r in sorted(queue, key=itemgetter(3))]
+            for queue in fair[team_id].values()
+        ]
+        waiting = sorted(debounced[team_id], key=itemgetter(8, 0))
+        ordered = [head[3] for head in across_workflows(queues)] + waiting
+        teams[team_id] = [
+            QueuedExecution(r[0], r[1], r[2], n, *r[4:9])
+            for n, r in enumerate(ordered[:limit], start=1)
+        ]
+    return teams
 
 
 def _wait(now: datetime, since: datetime | None) -> float | None:

@@ -15,8 +15,10 @@ import heapq
 import logging
 import math
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
@@ -158,6 +160,16 @@ def _named_room(limit_sets: set[frozenset[int]], limits_free: dict[int, float]) 
     return min((limits_free[limit_id] for limit_id in held), default=math.inf)
 
 
+Head = TypeVar("Head", bound=tuple[int, datetime, uuid.UUID, object])
+
+
+def across_workflows(queues: Iterable[list[Head]]) -> Iterator[Head]:
+    """The workflows' queues, each (-priority, created_at, id, …) in its fair order, merged as
+    promotion takes them: the workflow whose next one has the higher priority, then is the
+    older, first. heapq.merge compares the heads of its lists only: each keeps its fair order."""
+    return heapq.merge(*queues)
+
+
 def _fair_heads(
     cursor: CursorWrapper,
     workflows: list[_QueuedWorkflow],
@@ -186,12 +198,13 @@ def _fair_heads(
             },
         )
         candidates.append(
-            [(-priority, created_at, id_, limits) for id_, priority, created_at, limits in cursor]
+            [
+                (-priority, created_at, id_, limits)
+                for id_, priority, created_at, limits, _ in cursor
+            ]
         )
-    # heapq.merge compares the heads of its lists (higher priority, then older, first): each
-    # workflow's keeps its fair order.
     chosen: list[uuid.UUID] = []
-    for _, _, execution_id, limit_ids in heapq.merge(*candidates):
+    for _, _, execution_id, limit_ids in across_workflows(candidates):
         if len(chosen) >= team_free:
             break
         if any(limits_free[limit_id] <= 0 for limit_id in limit_ids):

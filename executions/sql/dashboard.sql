@@ -16,19 +16,32 @@ SELECT s.workflow_id,
  GROUP BY 1, 2
 
 -- name: dashboard_queued
--- The first `limit` queued executions of each team in FIFO order (the order promotion takes
--- them in), with their place in their workflow's queue and what blocks each: the named limit
--- by name, the key by value, a debounce until when.
-SELECT q.id, q.team_id, w.name, ({queue_position:q}), q.blocked_by,
-       extract(epoch FROM statement_timestamp() - q.created_at),
-       q.blocked_by_limit, q.concurrency_key, q.not_before
-  FROM (SELECT e.*, row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id)
+-- The queued executions of each team in the order promotion takes them (docs/operations.md,
+-- The dashboard): each queued workflow's first `limit` in its fair order, fair_queue_heads with
+-- every slot free (no key or rate bound), with their rank in it; then the team's first `limit`
+-- waiting out a debounce, rank NULL, the soonest due first. With what blocks each: the named
+-- limit by name, the key by value, a debounce until when; and the priority and age that order
+-- the workflows' queues among each other.
+SELECT e.id, e.team_id, w.name, h.rank, e.blocked_by,
+       extract(epoch FROM statement_timestamp() - e.created_at),
+       e.blocked_by_limit, e.concurrency_key, e.not_before, e.priority, e.created_at
+  FROM (SELECT DISTINCT workflow_id, 0 AS per_key, %(limit)s::int AS "limit",
+               false AS rate_per_key, 0 AS rate_max, NULL::float8 AS rate_period
+          FROM executions_execution
+         WHERE team_id = ANY(%(team_ids)s) AND status = 'queued') wq
+ CROSS JOIN LATERAL ({fair_queue_heads:wq}) h
+  JOIN executions_execution e ON e.id = h.id
+  JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
+UNION ALL
+SELECT d.id, d.team_id, w.name, NULL, d.blocked_by,
+       extract(epoch FROM statement_timestamp() - d.created_at),
+       d.blocked_by_limit, d.concurrency_key, d.not_before, d.priority, d.created_at
+  FROM (SELECT e.*, row_number() OVER (PARTITION BY e.team_id ORDER BY e.not_before, e.id)
                     AS team_rank
           FROM executions_execution e
-         WHERE e.team_id = ANY(%(team_ids)s) AND e.status = 'queued') q
-  JOIN workflows_workflowdefinition w ON w.id = q.workflow_id
- WHERE q.team_rank <= %(limit)s
- ORDER BY q.team_id, q.created_at, q.id
+         WHERE e.team_id = ANY(%(team_ids)s) AND e.status = 'queued' AND e.not_before > now()) d
+  JOIN workflows_workflowdefinition w ON w.id = d.workflow_id
+ WHERE d.team_rank <= %(limit)s
 
 -- name: dashboard_running
 -- The slot holders of each team, oldest first, with their steps' progress: a fan-out step's

@@ -44,7 +44,8 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
  WHERE w.id = ANY(%(workflow_ids)s)
 
 -- name: fair_queue_heads
--- The next %(limit)s (NULL: all) queued executions of a workflow in promotion order: its keys
+-- The next %(limit)s (NULL: all) queued executions of a workflow in promotion order, each with
+-- its rank in that order (from 1; the dashboard numbers the queue by it): its keys
 -- round-robin (unkeyed executions share the key ''), each round taking the higher-priority
 -- heads first, then the key promoted least recently first (never: before all others; ties: the
 -- oldest head first), within a key higher priority first and oldest first among equals, a key at
@@ -82,7 +83,9 @@ WITH RECURSIVE keys(key) AS (
       FROM keys k
      WHERE k.key IS NOT NULL
 )
-SELECT q.id, q.priority, q.created_at, q.named_limits
+SELECT q.id, q.priority, q.created_at, q.named_limits,
+       row_number() OVER (ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST,
+                                   q.created_at, q.id) AS rank
   FROM state s
  CROSS JOIN LATERAL (
         SELECT e.id, e.priority, e.created_at, e.named_limits,
@@ -93,7 +96,7 @@ SELECT q.id, q.priority, q.created_at, q.named_limits
            AND (e.not_before IS NULL OR e.not_before <= now())
          ORDER BY e.priority DESC, e.created_at, e.id
          LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) q
- ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST, q.created_at, q.id
+ ORDER BY rank
  LIMIT %(limit)s
 
 -- name: promote

@@ -12,6 +12,7 @@ from django.utils import timezone
 from executions.models import Execution, QueueSample, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from executions.services.lifecycle import execution_finish
+from executions.services.promotion import queue_promote
 from executions.services.queue_samples import queue_sample_record
 from teams.services import named_limit_set
 from tests.factories import (
@@ -70,8 +71,8 @@ def test_it_shows_the_queue_in_order_with_positions_and_blockers(
     [panel] = live(client).context["panels"]
     assert [(e.id, e.workflow, e.position) for e in panel.queued_executions] == [
         (first.id, "deploy", 1),
-        (third.id, "build", 1),
-        (second.id, "deploy", 2),
+        (third.id, "build", 2),
+        (second.id, "deploy", 3),
     ]
     assert [e.blocked_by for e in panel.queued_executions] == ["workflow", "team", "team"]
     html = live(client).content.decode()
@@ -81,6 +82,42 @@ def test_it_shows_the_queue_in_order_with_positions_and_blockers(
     by_name = {w.queue.name: w for w in panel.workflows}
     assert by_name["deploy"].queue.running == 1 and by_name["deploy"].queue.queued == 2
     assert by_name["deploy"].oldest_wait_seconds is not None
+
+
+def test_positions_are_the_order_promotion_then_takes_the_whole_queue_in(
+    client, make_team, make_workflow, make_user
+):
+    """Keys round-robin, higher priority first, FIFO within a key, workflows merged: the
+    dashboard's 1, 2, 3 … is the order in which freeing one slot at a time promotes them."""
+    team = make_team("acme", max_concurrent_executions=1)
+    sync = make_workflow(team, "sync", extra=KEYED)
+    urgent = make_workflow(team, "urgent")
+    running = execution_admit(team=team, workflow=sync, inputs={"customer": "z"}).execution
+    for customer in ["a", "a", "a", "b", "c", "b"]:
+        execution_admit(team=team, workflow=sync, inputs={"customer": customer})
+    execution_admit(team=team, workflow=urgent, priority=5)
+    client.force_login(make_user("ann", teams=(team,)))
+    [panel] = live(client).context["panels"]
+    shown = [(e.position, e.workflow, e.concurrency_key) for e in panel.queued_executions]
+    assert shown == [
+        (1, "urgent", ""),
+        (2, "sync", "a"),
+        (3, "sync", "b"),
+        (4, "sync", "c"),
+        (5, "sync", "a"),
+        (6, "sync", "b"),
+        (7, "sync", "a"),
+    ]
+    html = live(client).content.decode()
+    numbers = [row_of(html, f'data-execution="{e.id}"') for e in panel.queued_executions]
+    assert all(f'data-label="Position" class="num">{n}<' in row for n, row in enumerate(numbers, 1))
+    promoted = []
+    for _ in panel.queued_executions:
+        execution_finish(running.id, status=Status.COMPLETED)
+        [promoted_id] = queue_promote(team.id, trigger="test")
+        running = Execution.objects.get(id=promoted_id)
+        promoted.append(running.id)
+    assert promoted == [e.id for e in panel.queued_executions]
 
 
 def test_each_workflow_shows_its_busiest_keys_with_running_limit_queued_and_oldest_wait(
