@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path, reverse_lazy
+from django.views.generic import RedirectView
 
 from dashboard import views
 
@@ -10,7 +12,10 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.index, name="index"),
     path("live/", views.live, name="live"),
+    path("executions/<uuid:execution_id>/", views.execution, name="execution"),
     path("executions/<uuid:execution_id>/cancel/", views.cancel, name="cancel"),
+    # Browsers ask for /favicon.ico whatever the page says.
+    path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True)),
     path(
         "login/",
         auth_views.LoginView.as_view(

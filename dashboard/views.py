@@ -8,13 +8,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.execution_page import execution_page
 from dashboard.panels import dashboard_panels, team_ids_cancellable_by, teams_visible_to
-from executions.models import Execution
+from executions.models import TERMINAL, Execution
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 
 LOGIN_URL = "dashboard:login"
@@ -48,12 +49,34 @@ def live(request: SignedInRequest) -> HttpResponse:
     return _render(request, "dashboard/_live.html")
 
 
+def _visible_execution(request: SignedInRequest, execution_id: uuid.UUID) -> Execution:
+    """404 for what the user may not see."""
+    visible = Execution.objects.filter(team__in=teams_visible_to(user=request.user))
+    related = visible.select_related("team", "workflow", "version")
+    return get_object_or_404(related, id=execution_id)
+
+
+@require_GET
+@login_required(login_url=LOGIN_URL)
+def execution(request: SignedInRequest, execution_id: uuid.UUID) -> HttpResponse:
+    """One execution, read-only; a cancel button for who may cancel it."""
+    shown = _visible_execution(request, execution_id)
+    after = request.GET.get("after")
+    if after is not None and not (after.isdigit() and int(after) < 2**63):
+        return HttpResponseBadRequest("after: the id of the last step seen")
+    context = {
+        "page": execution_page(execution=shown, after=int(after) if after else None),
+        "cancellable": bool(team_ids_cancellable_by(user=request.user, team_ids=[shown.team_id]))
+        and shown.status not in TERMINAL,
+    }
+    return render(request, "dashboard/execution.html", context)
+
+
 @require_POST
 @login_required(login_url=LOGIN_URL)
 def cancel(request: SignedInRequest, execution_id: uuid.UUID) -> HttpResponse:
     # 404 for what the user may not see; 403 for what they see but may not cancel.
-    visible = Execution.objects.filter(team__in=teams_visible_to(user=request.user))
-    execution = get_object_or_404(visible.select_related("workflow"), id=execution_id)
+    execution = _visible_execution(request, execution_id)
     if not team_ids_cancellable_by(user=request.user, team_ids=[execution.team_id]):
         raise PermissionDenied(f"{request.user} may not cancel executions of this team")
     label = f"{execution.workflow.name} {str(execution.id)[:8]}"
@@ -67,4 +90,6 @@ def cancel(request: SignedInRequest, execution_id: uuid.UUID) -> HttpResponse:
         messages.success(request, f"Cancelled {label}.")
     if request.headers.get("HX-Request"):
         return _render(request, "dashboard/_live.html")
+    if request.POST.get("from") == "execution":
+        return redirect("dashboard:execution", execution.id)
     return redirect("dashboard:index")

@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.admin import ReadOnlyAdminMixin
+from core.times import NONE_SHOWN, time_shown
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
 from executions.selectors import STEP_FIELDS, execution_step_counts, execution_steps
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
@@ -66,6 +67,9 @@ class KeyFilter(admin.SimpleListFilter):
         return queryset if value is None else queryset.filter(concurrency_key=value)
 
 
+MOMENTS = ("created_at", "queued_at", "promoted_at", "started_at", "completed_at")
+
+
 @admin.register(Execution)
 class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
@@ -77,9 +81,9 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "concurrency_key",
         "priority",
         "forced",
-        "created_at",
-        "started_at",
-        "completed_at",
+        "created_at_shown",
+        "started_at_shown",
+        "completed_at_shown",
     ]
     list_filter = ["status", "team", ("workflow", WorkflowFilter), KeyFilter]
     list_select_related = ["team", "workflow"]
@@ -103,16 +107,33 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "trigger",
         "idempotency_key",
         "error",
-        "created_at",
-        "queued_at",
-        "promoted_at",
-        "started_at",
-        "completed_at",
+        *(f"{moment}_shown" for moment in MOMENTS),
         "step_summary",
     )
     # A fan-out has up to limits.fanout_items branches: the page shows the counts and the
     # first steps, and links to the steps' own (paged) list for the rest.
     FIRST_STEPS = 50
+
+    # Every time of the page in one format (core.times), "—" for none.
+    @admin.display(description="created at", ordering="created_at")
+    def created_at_shown(self, execution: Execution) -> str:
+        return time_shown(execution.created_at)
+
+    @admin.display(description="queued at", ordering="queued_at")
+    def queued_at_shown(self, execution: Execution) -> str:
+        return time_shown(execution.queued_at)
+
+    @admin.display(description="promoted at", ordering="promoted_at")
+    def promoted_at_shown(self, execution: Execution) -> str:
+        return time_shown(execution.promoted_at)
+
+    @admin.display(description="started at", ordering="started_at")
+    def started_at_shown(self, execution: Execution) -> str:
+        return time_shown(execution.started_at)
+
+    @admin.display(description="completed at", ordering="completed_at")
+    def completed_at_shown(self, execution: Execution) -> str:
+        return time_shown(execution.completed_at)
 
     @admin.display(description="steps")
     def step_summary(self, execution: Execution) -> SafeString:
@@ -124,7 +145,13 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
-                (str(step), step.attempt, step.started_at, step.completed_at, step.error)
+                (
+                    str(step),
+                    step.attempt,
+                    time_shown(step.started_at),
+                    time_shown(step.completed_at),
+                    step.error or NONE_SHOWN,
+                )
                 for step in steps
             ),
         )

@@ -109,7 +109,7 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "mantle_site.admin_site.MantleAdminConfig",  # django.contrib.admin, its index grouped
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,6 +1,8 @@
-"""A workflow's YAML as it is shown (API, admin): the value of every `secret` key (a webhook
-trigger's HMAC secret) replaced, wherever the document spells it (quoted, block, anchored); and
-the way back, for a form that saves what it showed."""
+"""A workflow's YAML as it is shown (API, admin, dashboard): the value of every `secret` key (a
+webhook trigger's HMAC secret) replaced, wherever the document spells it (quoted, block,
+anchored); and the way back, for a form that saves what it showed. An execution's JSON values
+(inputs, trigger, step outputs) as the dashboard shows them: every credential-named key's value
+replaced (docs/operations.md, The dashboard's execution page)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ from workflows.schema import SchemaError, WorkflowInvalid
 
 PLACEHOLDER = "[redacted]"
 REDACTED = f"'{PLACEHOLDER}'"
+# The keys of a JSON value whose values are shown as the placeholder: what names a credential.
+_CREDENTIAL_KEY = re.compile(
+    r"secret|passw(or)?d|token|api[-_]?key|authorization|cookie|credential|private[-_]?key",
+    re.IGNORECASE,
+)
 # What a value's span holds besides the value: its anchor and tag before it (an alias elsewhere
 # still needs the anchor), the line breaks a block scalar ends with after it.
 _AROUND_VALUE = re.compile(r"((?:[&!]\S*\s+)*).*?(\s*)", re.DOTALL)
@@ -25,6 +32,18 @@ _Secret = tuple[yaml.MappingNode, yaml.Node]
 def content_redacted(content: str) -> str:
     secrets = _secrets(yaml.compose(content, Loader=yaml.SafeLoader))
     return _replaced(content, {value: REDACTED for _, value in secrets})
+
+
+def json_redacted(value: object) -> object:
+    """`value` with the value of every key that names a credential replaced, at any depth."""
+    if isinstance(value, dict):
+        return {
+            key: PLACEHOLDER if _CREDENTIAL_KEY.search(str(key)) else json_redacted(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [json_redacted(item) for item in value]
+    return value
 
 
 def content_secrets_restored(content: str, *, previous: Callable[[str], str | None]) -> str:

@@ -1,13 +1,24 @@
-"""Small presentation helpers of the dashboard: durations, limit bars and the depth chart."""
+"""Small presentation helpers of the dashboard: times, durations, limit bars and the depth
+chart."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django import template
 from django.utils.html import format_html
 
+from core.times import time_shown
+
 register = template.Library()
 
 _CHART_WIDTH, _CHART_HEIGHT = 120, 28
+
+
+@register.filter
+def when(moment: datetime | None) -> str:
+    """One format for every time shown (the admin's too), "—" for none."""
+    return time_shown(moment)
 
 
 @register.filter

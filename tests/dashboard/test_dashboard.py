@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -404,3 +404,101 @@ def test_viewing_without_the_cancel_permission_shows_no_cancel_and_refuses_it(
     user.user_permissions.add(Permission.objects.get(codename="change_execution"))
     client.post(reverse("dashboard:cancel", args=[queued.id]))
     assert Execution.objects.get(id=queued.id).status == Status.CANCELLED
+
+
+def test_an_execution_id_links_to_its_page_with_status_blocker_and_redacted_inputs(
+    client, team, make_workflow, make_user
+):
+    named_limit_set(team=team, name="prod-db", max=1)
+    workflow = make_workflow(
+        team, "migrate", extra="limits: [prod-db]\ninputs:\n  db: {type: string}\n"
+    )
+    execution_admit(team=team, workflow=workflow, inputs={"db": "a"})
+    inputs = {"db": "b", "api_token": "tok-123", "nested": {"Password": "pw-456", "keep": 1}}
+    queued = execution_admit(team=team, workflow=workflow, inputs=inputs).execution
+    client.force_login(make_user("ann", teams=(team,)))
+    url = reverse("dashboard:execution", args=[queued.id])
+    assert f'href="{url}"' in row_of(live(client).content.decode(), f'data-execution="{queued.id}"')
+    page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<span class="tag status-queued" data-testid="status">queued</span>' in html
+    assert "<code>limit</code> <code>prod-db</code>" in html
+    for secret in ("tok-123", "pw-456"):
+        assert secret not in html
+    assert html.count("[redacted]") == 2
+    assert "&quot;keep&quot;: 1" in html and "&quot;db&quot;: &quot;b&quot;" in html
+    assert "None" not in html
+
+
+def test_the_execution_page_pages_its_steps_as_the_api_does_and_shows_one_time_format(
+    client, team, make_workflow, make_user
+):
+    execution = ExecutionFactory(workflow=make_workflow(team), status=Status.RUNNING)
+    started = timezone.now() - timedelta(hours=3)
+    steps = [
+        StepExecutionFactory(
+            execution=execution,
+            name="fan",
+            fanout_index=i,
+            status="completed",
+            started_at=started,
+            output={"n": i, "secret": "s3"},
+        )
+        for i in range(60)
+    ]
+    client.force_login(make_user("ann", teams=(team,)))
+    url = reverse("dashboard:execution", args=[execution.id])
+    first = client.get(url).content.decode()
+    assert [f'data-step="fan[{i}]"' in first for i in (0, 49, 50)] == [True, True, False]
+    assert f'href="?after={steps[49].id}"' in first
+    assert "60 completed" in first
+    shown = f"{started.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    assert first.count(shown) == 50
+    assert "s3" not in first and "None" not in first
+    second = client.get(url, {"after": steps[49].id}).content.decode()
+    assert [f'data-step="fan[{i}]"' in second for i in (49, 50, 59)] == [False, True, True]
+    assert "?after=" not in second
+    assert client.get(url, {"after": "x"}).status_code == 400
+
+
+def test_the_execution_page_of_another_teams_execution_is_404(
+    client, make_team, make_workflow, make_user
+):
+    theirs = make_team("theirs")
+    execution = execution_admit(team=theirs, workflow=make_workflow(theirs)).execution
+    client.force_login(make_user("ann", teams=(make_team("mine"),)))
+    assert client.get(reverse("dashboard:execution", args=[execution.id])).status_code == 404
+
+
+def test_the_execution_page_cancels_under_the_dashboards_permission(
+    client, make_team, make_workflow, make_user
+):
+    mine, theirs = make_team("mine"), make_team("theirs")
+    execution = execution_admit(team=theirs, workflow=make_workflow(theirs)).execution
+    url = reverse("dashboard:execution", args=[execution.id])
+    viewer = UserFactory(username="viv", is_staff=True, teams=[mine])
+    viewer.user_permissions.add(Permission.objects.get(codename="view_execution"))
+    client.force_login(viewer)
+    assert client.get(url).status_code == 200
+    assert b'class="cancel"' not in client.get(url).content
+    cancel = reverse("dashboard:cancel", args=[execution.id])
+    assert client.post(cancel, {"from": "execution"}).status_code == 403
+    assert Execution.objects.get(id=execution.id).status == Status.PENDING
+    client.force_login(make_user("ann", teams=(theirs,)))
+    assert b'class="cancel"' in client.get(url).content
+    response = client.post(cancel, {"from": "execution"}, follow=True)
+    assert response.redirect_chain == [(url, 302)]
+    assert Execution.objects.get(id=execution.id).status == Status.CANCELLED
+    assert b"Cancelled deploy" in response.content
+    assert b'class="cancel"' not in response.content
+
+
+def test_favicon_ico_is_served(client, settings, tmp_path):
+    settings.STATIC_ROOT = tmp_path
+    call_command("collectstatic", "--noinput", verbosity=0)
+    response = client.get("/favicon.ico", follow=True)
+    assert response.redirect_chain == [("/static/dashboard/favicon.svg", 301)]
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/svg+xml"
+    assert b"<svg" in b"".join(response.streaming_content)

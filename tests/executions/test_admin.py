@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from datetime import UTC, timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from executions.models import Execution, Status, StepStatus
 from executions.services.admission import execution_admit
@@ -82,3 +85,34 @@ def test_the_execution_list_filters_by_concurrency_key(admin_client, team, make_
     response = admin_client.get(url, {"key": "acme"})
     assert [e.concurrency_key for e in response.context["cl"].result_list] == ["acme", "acme"]
     assert b"globex" in admin_client.get(url).content  # a choice of the filter
+
+
+def test_the_execution_detail_shows_every_time_one_way_and_dash_for_none(
+    admin_client, team, make_workflow
+):
+    started = timezone.now().replace(microsecond=0) - timedelta(hours=2)
+    execution = ExecutionFactory(
+        workflow=make_workflow(team), status=Status.RUNNING, created_at=started
+    )
+    Execution.objects.filter(id=execution.id).update(started_at=started)
+    StepExecutionFactory(execution=execution, name="only", status="running", started_at=started)
+    page = admin_client.get(reverse("admin:executions_execution_change", args=[execution.id]))
+    html = page.content.decode()
+    shown = f"{started.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    # created, started, the step's started
+    assert html.count(shown) == 3
+    assert "None" not in html
+    assert f"{started.astimezone(UTC):%Y-%m-%dT%H}" not in html  # no raw ISO
+    assert "a.m." not in html and "p.m." not in html  # nor Django's minute precision
+    listed = admin_client.get(reverse("admin:executions_execution_changelist")).content.decode()
+    assert shown in listed
+
+
+def test_the_admin_index_puts_django_q2_apart_after_the_operators_models(admin_client):
+    page = admin_client.get(reverse("admin:index"))
+    sections = [app["name"] for app in page.context["app_list"]]
+    assert sections[:4] == ["Teams", "Workflows", "Executions", "Authentication and Authorization"]
+    assert sections[-1] == "Task queue (internal)"
+    html = page.content.decode()
+    assert html.index("Task queue (internal)") > html.index("Executions")
+    assert "Django Q" not in html
