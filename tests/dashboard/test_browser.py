@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.db.models import F
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -278,3 +279,55 @@ def _seed_steps(*teams: Team) -> None:
         ]
     StepExecution.objects.bulk_create(steps)
     holders.update(status=Status.RUNNING, started_at=F("created_at"))
+
+
+def test_an_execution_id_opens_its_page_where_an_operator_cancels_it(
+    sign_in, make_team, make_workflow
+):
+    team = make_team("payments")
+    workflow = make_workflow(team, "charge", limit=1)
+    execution_admit(team=team, workflow=workflow)
+    queued = execution_admit(
+        team=team, workflow=workflow, inputs={"card_token": "tok-secret"}
+    ).execution
+    page = sign_in("ann", teams=(team,))
+    row = page.locator(f'tr[data-execution="{queued.id}"]')
+    row.get_by_role("link", name=str(queued.id)[:8]).click()
+    expect(page.get_by_test_id("status")).to_have_text("queued")
+    expect(page.get_by_test_id("blocked-by")).to_have_text("workflow")
+    expect(page.get_by_test_id("inputs")).to_contain_text('"card_token": "[redacted]"')
+    assert "tok-secret" not in page.content()
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_role("status")).to_contain_text("Cancelled charge")
+    expect(page.get_by_test_id("status")).to_have_text("cancelled")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    assert Execution.objects.get(id=queued.id).status == Status.CANCELLED
+
+
+def test_a_viewer_without_the_cancel_permission_sees_no_button_and_gets_403(
+    sign_in, make_team, make_workflow, live_server
+):
+    theirs = make_team("search")
+    execution = execution_admit(team=theirs, workflow=make_workflow(theirs, "index")).execution
+    page = sign_in("viv", staff=False)
+    viewer = User.objects.get(username="viv")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_execution"))
+    page.goto(f"{live_server.url}/executions/{execution.id}/")
+    expect(page.get_by_test_id("status")).to_have_text("pending")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    refused = page.request.post(
+        f"{live_server.url}/executions/{execution.id}/cancel/",
+        form={"csrfmiddlewaretoken": token, "from": "execution"},
+        headers={"X-CSRFToken": token},
+        max_redirects=0,
+    )
+    assert refused.status == 403
+    assert Execution.objects.get(id=execution.id).status == Status.PENDING
+
+
+def test_the_pages_have_a_favicon(sign_in, make_team, live_server):
+    page = sign_in("ann", teams=(make_team("payments"),))
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert page.request.get(live_server.url + icon).status == 200
+    assert page.request.get(live_server.url + "/favicon.ico").status == 200

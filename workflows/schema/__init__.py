@@ -1,7 +1,8 @@
 """Workflow documents: YAML → a validated WorkflowSpec, and the run-time check of inputs.
 
 spec.py holds the dataclasses, document.py the line-tracking YAML reader, validate.py the
-validator, graph.py the cycle search, inputs.py the check of a run's inputs.
+validator (values.py its typed reads), graph.py the cycle search, inputs.py the check of a run's
+inputs.
 """
 
 from workflows.schema.document import SchemaError, WorkflowInvalid

@@ -9,7 +9,6 @@ from typing import cast
 
 from django.conf import settings
 
-from core.durations import parse_duration
 from workflows.actions import action_names
 from workflows.expression_check import expression_usage
 from workflows.expression_syntax import SyntaxProblem
@@ -34,6 +33,7 @@ from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.scope import Scope, scope_problems, scope_warnings
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
 from workflows.schema.triggers import triggers_read
+from workflows.schema.values import ValueReader
 
 UPSTREAM_ONLY_KEYS = frozenset({"credential", "artifacts", "hooks", "token_budget"})
 
@@ -116,11 +116,7 @@ def parse_workflow(
     return validate_workflow(text, actions=actions, limit_names=limit_names).spec
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-class _Validator:
+class _Validator(ValueReader):
     def __init__(
         self, document: Document, actions: frozenset[str], limit_names: frozenset[str] | None
     ) -> None:
@@ -416,42 +412,3 @@ class _Validator:
         for warning in scope_warnings(usage, self.scope, frozenset(settings.MANTLE.env)):
             self.doc.warning(path, f'expression "{source}": {warning}')
         self.references |= usage.steps & self.scope.steps
-
-    def _required(self, mapping: dict, key: str, path: str) -> object:
-        if key not in mapping:
-            self.doc.missing(path, key)
-            return None
-        return mapping[key]
-
-    def _string(self, mapping: dict, key: str, path: str, *, default: str) -> str:
-        value = mapping.get(key, default)
-        if not isinstance(value, str):
-            self.doc.error(join(path, key), "must be a string")
-            return default
-        return value
-
-    def _boolean(self, mapping: dict, key: str, path: str) -> bool:
-        value = mapping.get(key, False)
-        if not isinstance(value, bool):
-            self.doc.error(join(path, key), "must be true or false")
-            return False
-        return value
-
-    def _int(self, mapping: dict, key: str, path: str, *, minimum: int, default: int = 0) -> int:
-        value = mapping.get(key, default)
-        if not (_is_int(value) and value >= minimum):
-            self.doc.error(join(path, key), f"must be an integer >= {minimum}")
-            return default
-        return value
-
-    def _duration(self, mapping: dict, key: str, path: str) -> float | None:
-        if key not in mapping:
-            return None
-        try:
-            seconds = parse_duration(mapping[key])
-        except ValueError as exc:
-            self.doc.error(join(path, key), str(exc))
-            return None
-        if seconds <= 0:
-            self.doc.error(join(path, key), "must be a duration greater than zero")
-        return seconds
