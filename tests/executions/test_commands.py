@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import CommandError
+from django.core.management import CommandError, call_command
 
 from executions.models import Execution, Status
 from executions.services.admission import execution_admit
@@ -66,6 +66,16 @@ class TestRun:
         assert execution.inputs == {"count": 3, "dry": True, "env": "prod"}
         assert exit_code("mantle_run", "deploy", "--team", "acme", "--input", "count=x") == 2
         assert exit_code("mantle_run", "deploy", "--team", "acme", "--input", "nokey") == 2
+
+    def test_an_undeclared_input_is_kept_with_a_warning(self, team, make_workflow, capsys):
+        make_workflow(team)
+        call_command("mantle_run", "deploy", "--team", "acme", "--input", "customer=acme")
+        out, err = capsys.readouterr()
+        assert (
+            err == "warning: inputs.customer: undeclared input (accepted: inputs are an open map)\n"
+        )
+        execution = Execution.objects.get(id=out.split()[0])
+        assert execution.inputs == {"customer": "acme"}
 
 
 @pytest.mark.django_db
