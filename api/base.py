@@ -54,6 +54,8 @@ def admission_response(admission: Admission) -> Response:
         "concurrency_key": execution.concurrency_key or None,
         "priority": execution.priority,
     }
+    if admission.warnings:
+        body["warnings"] = list(admission.warnings)
     return Response(
         body,
         status=status.HTTP_200_OK if admission.replayed else status.HTTP_202_ACCEPTED,

@@ -94,6 +94,11 @@ class AdmissionOutput(serializers.Serializer):
     blocked_by_name = serializers.CharField(allow_null=True)
     concurrency_key = serializers.CharField(allow_null=True, source="execution.concurrency_key")
     priority = serializers.IntegerField(source="execution.priority")
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="present when inputs were given that the workflow does not declare (kept)",
+    )
 
 
 class ErrorOutput(serializers.Serializer):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
@@ -27,7 +27,7 @@ from executions.sql import REJECTED, prepared_cursor, queries
 from teams.models import Team, effective_team_limit
 from workflows.flow import concurrency_key_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
-from workflows.schema import WorkflowSpec, validate_inputs
+from workflows.schema import WorkflowSpec, undeclared_given, validate_inputs
 
 # The scope of a rejection by `max_queued` (429 `queue_full`).
 QUEUE_FULL = "queue_full"
@@ -85,6 +85,9 @@ class Admission:
     execution: Execution
     queue_position: int | None
     replayed: bool = False
+    # The inputs given that the workflow does not declare, kept (docs/workflows.md, Upstream
+    # compatibility).
+    warnings: tuple[str, ...] = ()
 
     @property
     def status(self) -> str:
@@ -155,12 +158,13 @@ def execution_admit(
     """
     version = workflow.applied_version
     spec = _spec(version)
+    warnings = tuple(undeclared_given(spec, inputs)) if isinstance(inputs, dict) else ()
     inputs = validate_inputs(spec, inputs)
     trigger = trigger or {}
     key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
     priority = priority_value(spec, inputs=inputs, trigger=trigger, given=priority)
     try:
-        return _admit_locked(
+        admission = _admit_locked(
             team=team,
             workflow=workflow,
             version=version,
@@ -177,6 +181,7 @@ def execution_admit(
         # transaction of its own: the record the dashboard counts rejections from.
         Rejection.objects.create(team=team, workflow=workflow, scope=rejected.scope)
         raise
+    return replace(admission, warnings=warnings) if warnings else admission
 
 
 _WAKE_WORKERS = queries["wake_workers"].encode()

@@ -43,7 +43,9 @@ class TestAdmission:
 
     def test_the_body_has_the_documented_fields(self, api, team, make_workflow):
         make_workflow(team)
-        assert set(run(api).json()) == set(AdmissionOutput().fields)
+        documented = set(AdmissionOutput().fields)
+        assert set(run(api).json()) == documented - {"warnings"}  # only when there are some
+        assert set(run(api, body={"inputs": {"undeclared": 1}}).json()) == documented
 
     def test_it_queues_when_full_with_position_and_blocker(self, api, team, make_workflow):
         make_workflow(team, limit=1)
@@ -140,6 +142,10 @@ class TestBadRequests:
         make_workflow(team, extra=INPUTS)
         response = run(api, body={"inputs": {"env": "x", "nope": {"a": 1}}})
         assert response.status_code == 202
+        assert response.json()["warnings"] == [
+            "inputs.nope: undeclared input (accepted: inputs are an open map)"
+        ]
+        assert "warnings" not in run(api, body={"inputs": {"env": "x"}}).json()
         execution = Execution.objects.get(id=response.json()["execution_id"])
         assert execution.inputs == {"env": "x", "nope": {"a": 1}, "replicas": 1}
 

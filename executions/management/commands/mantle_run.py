@@ -16,7 +16,7 @@ from executions.models import TERMINAL, BlockedBy, Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
 from workflows.models import WorkflowDefinition
-from workflows.schema import InvalidInputs, WorkflowSpec, undeclared_given
+from workflows.schema import InvalidInputs, WorkflowSpec
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -43,8 +43,6 @@ class Command(BaseCommand):
         workflow = self.find_workflow(options["workflow"], options["team"])
         spec = WorkflowSpec.from_dict(workflow.applied_version.spec)
         inputs = parse_inputs(spec, options["input"])
-        for warning in undeclared_given(spec, inputs):
-            self.stderr.write(f"warning: {warning}")
         try:
             admission = execution_admit(
                 team=workflow.team,
@@ -57,6 +55,8 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.errors), returncode=EXIT_USAGE) from exc
         except ConcurrencyLimitExceeded as exc:
             raise CommandError(f"rejected: {exc}", returncode=EXIT_REJECTED) from exc
+        for warning in admission.warnings:
+            self.stderr.write(f"warning: {warning}")
         self.stdout.write(f"{admission.execution.id} {admission.status}")
         if admission.execution.concurrency_key:
             self.stdout.write(f"concurrency key {admission.execution.concurrency_key}")
