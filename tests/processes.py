@@ -19,10 +19,13 @@ import httpx
 import psycopg
 from django.conf import settings
 
+from mantle_site import embedded_db
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = {"step_lease": 2.0, "reaper_interval": 0.5, "queue_poll_interval": 1.0}
 # The suite's own configuration, whatever ./mantle.yaml or the caller's environment says.
 CONFIG = {"MANTLE_CONFIG": str(ROOT / "tests" / "mantle.yaml")}
+SETTINGS = "mantle_site.settings"
 
 
 def database_url() -> str:
@@ -145,3 +148,31 @@ def scrape(text: str, name: str, **labels: str) -> float:
         if all(found.get(key) == value for key, value in labels.items()):
             total += float(match[3])
     return total
+
+
+def embedded_env(home: Path) -> dict[str, str]:
+    """The environment of a `mantle` command on the embedded PostgreSQL under `home`, as on a
+    fresh clone: none of this session's database or metrics settings."""
+    hidden = {
+        "DATABASE_URL",
+        "MANTLE_DATABASE_URL",
+        "MANTLE_DATABASE_DIRECT_URL",
+        embedded_db.URL_ENV,
+        "PROMETHEUS_MULTIPROC_DIR",
+    }
+    env = {key: value for key, value in os.environ.items() if key not in hidden}
+    return {**env, **CONFIG, "MANTLE_HOME": str(home), "DJANGO_SETTINGS_MODULE": SETTINGS}
+
+
+def postgres_pids(pgdata: Path) -> list[int]:
+    """The PostgreSQL processes running on `pgdata` (a server works in its data directory)."""
+    pids = []
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(process / "exe")).name == "postgres" and os.readlink(
+                process / "cwd"
+            ) == str(pgdata.resolve()):
+                pids.append(int(process.name))
+        except OSError:
+            continue
+    return pids
