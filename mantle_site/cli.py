@@ -4,10 +4,14 @@ Django's generic options in its help (they still work)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from django.core.management.base import CommandParser
 
 # The command, the management command it runs, and its line in `mantle --help`.
 COMMANDS = {
@@ -80,8 +84,17 @@ def _run(name: str, args: list[str]) -> None:
     django.setup()
     command_name = COMMANDS[name][0]
     command = load_command_class(get_commands()[command_name], command_name)
-    shown = {"--verbosity"} if command_name == "migrate" else set()
-    command.suppressed_base_arguments = GENERIC_OPTIONS - shown
+    hidden = GENERIC_OPTIONS - ({"--verbosity"} if command_name == "migrate" else set())
+    create_parser = command.create_parser
+
+    def parser_without_generic_options(*args: Any, **kwargs: Any) -> CommandParser:
+        parser = create_parser(*args, **kwargs)
+        for action in parser._actions:
+            if hidden & set(action.option_strings):
+                action.help = argparse.SUPPRESS  # out of the usage line and the help
+        return parser
+
+    command.create_parser = parser_without_generic_options  # type: ignore[method-assign]
     # argv[0] and argv[1] make the usage line's `mantle <name>`.
     command.run_from_argv(["mantle", name, *args])
 
