@@ -165,7 +165,7 @@ def leave() -> None:
         pgdata = home() / "pgdata"
         if (pgdata / "postmaster.pid").exists():
             with contextlib.suppress(subprocess.CalledProcessError):  # stopped already
-                _pg("pg_ctl", "-w", "-t", str(START_TIMEOUT), "-D", str(pgdata), "stop")
+                pg_run("pg_ctl", "-w", "-t", str(START_TIMEOUT), "-D", str(pgdata), "stop")
 
 
 def _system_user() -> str | None:
@@ -175,9 +175,10 @@ def _system_user() -> str | None:
     return SYSTEM_USER
 
 
-def _pg(command: str, *args: str) -> str:
-    """Run a PostgreSQL program (as SYSTEM_USER when root) in a session of its own, so that a
-    Ctrl-C meant for Mantle does not cut it short; its output in the exception if it fails."""
+def pg_run(command: str, *args: str) -> str:
+    """Run a PostgreSQL program of the embedded server's (as SYSTEM_USER when root) in a session
+    of its own, so that a Ctrl-C meant for Mantle does not cut it short; its output in the
+    exception if it fails."""
     # Files, not pipes: the server pg_ctl starts would hold a pipe open for ever.
     with tempfile.TemporaryFile("w+") as output:
         try:
@@ -212,7 +213,7 @@ def _initdb(pgdata: Path) -> None:
         if user is not None:
             _pgserver_utils().ensure_prefix_permissions(staging)
             shutil.chown(staging, user, user)
-        _pg("initdb", "--auth=trust", "--encoding=utf8", "-U", "postgres", "-D", str(staging))
+        pg_run("initdb", "--auth=trust", "--encoding=utf8", "-U", "postgres", "-D", str(staging))
         staging.rename(pgdata)  # onto an empty directory too
     except subprocess.CalledProcessError as error:
         raise EmbeddedDatabaseError(
@@ -277,7 +278,7 @@ def _start(pgdata: Path) -> Path:
     options = f"-h '' -k '{socket_dir}' -c max_connections={MAX_CONNECTIONS}"
     log = pgdata / "log"
     try:
-        _pg(
+        pg_run(
             "pg_ctl",
             *("-w", "-t", str(START_TIMEOUT), "-D", str(pgdata), "-l", str(log)),
             *("-o", options, "start"),

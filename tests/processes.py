@@ -1,17 +1,21 @@
 """Real processes for the tests that need them: the workers (`mantle serve --workers-only`: step
 workers and the django-q2 cluster) and `mantle serve`, each against a database given as a URL,
 with short leases and intervals from MANTLE_ENGINE_* variables. The fixtures that start them
-(`engine`, `serve`) are in conftest.py."""
+(`engine`, `serve`) are in conftest.py. And what the tests of the embedded PostgreSQL use: a fresh
+MANTLE_HOME, the environment of a command run on it, the processes left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -176,3 +180,38 @@ def postgres_pids(pgdata: Path) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+@contextlib.contextmanager
+def fresh_home() -> Iterator[Path]:
+    """A MANTLE_HOME of its own, as on a fresh clone; no PostgreSQL may be left running on it.
+    Not under tmp_path: run as root, the server's own user must traverse the home's parents,
+    and another pytest session of root resets /tmp/pytest-of-root to 0700."""
+    with tempfile.TemporaryDirectory(prefix="mantle-home-") as directory:
+        home = Path(directory)
+        yield home
+        assert postgres_pids(home / "pgdata") == [], "a server outlived its last user"
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes descended from `pid`, now."""
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for task in Path(f"/proc/{stack.pop()}/task").glob("*"):
+            try:
+                children = {int(child) for child in (task / "children").read_text().split()}
+            except OSError:
+                continue
+            stack.extend(children - found)
+            found |= children
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

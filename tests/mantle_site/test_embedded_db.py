@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ROOT, embedded_env, postgres_pids
+from tests.processes import ROOT, embedded_env, fresh_home, postgres_pids
 
 pytestmark = pytest.mark.slow
 
@@ -27,22 +27,15 @@ TIMEOUT = 300  # seconds: a first start (initdb) on a loaded machine
 
 
 @pytest.fixture
-def fresh_home() -> Iterator[Path]:
-    # Not under tmp_path: run as root, the server's own user must traverse the home's parents,
-    # and another pytest session of root resets /tmp/pytest-of-root to 0700.
-    with tempfile.TemporaryDirectory(prefix="mantle-home-") as directory:
-        home = Path(directory)
-        try:
-            yield home
-        finally:
-            assert postgres_pids(home / "pgdata") == [], "a server outlived its last user"
+def home() -> Iterator[Path]:
+    with fresh_home() as home:
+        yield home
 
 
 @pytest.fixture(scope="module")
 def started_home() -> Iterator[Path]:
     """A home whose server was started once (and stopped by its last user)."""
-    with tempfile.TemporaryDirectory(prefix="mantle-home-") as directory:
-        home = Path(directory)
+    with fresh_home() as home, tempfile.TemporaryDirectory() as directory:
         done = connect_at_once(home, Path(directory), processes=1, threads=1)
         assert done == ["connected 1"]
         yield home
@@ -91,11 +84,11 @@ def starts(pgdata: Path) -> int:
 
 
 def test_processes_and_threads_connecting_at_once_to_a_fresh_home_start_one_server(
-    fresh_home: Path, tmp_path: Path
+    home: Path, tmp_path: Path
 ) -> None:
-    outputs = connect_at_once(fresh_home, tmp_path, processes=PROCESSES, threads=THREADS)
+    outputs = connect_at_once(home, tmp_path, processes=PROCESSES, threads=THREADS)
     assert outputs == [f"connected {THREADS}"] * PROCESSES
-    pgdata = fresh_home / "pgdata"
+    pgdata = home / "pgdata"
     assert starts(pgdata) == 1
     # The last process out stopped it.
     assert not (pgdata / "postmaster.pid").exists()
