@@ -21,6 +21,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import psycopg
+import pytest
 from django.conf import settings
 
 from mantle_site import embedded_db
@@ -152,6 +153,13 @@ def scrape(text: str, name: str, **labels: str) -> float:
         if all(found.get(key) == value for key, value in labels.items()):
             total += float(match[3])
     return total
+
+
+# The embedded server's own tests ignore DATABASE_URL: CI's pass on the machine's PostgreSQL
+# (DATABASE_URL set) would only run them again.
+EMBEDDED_ONLY = pytest.mark.skipif(
+    bool(os.environ.get("DATABASE_URL")), reason="run by the pass on the embedded PostgreSQL"
+)
 
 
 def embedded_env(home: Path) -> dict[str, str]:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ROOT, embedded_env, fresh_home, postgres_pids
+from tests.processes import EMBEDDED_ONLY, ROOT, embedded_env, fresh_home, postgres_pids
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, EMBEDDED_ONLY]
 
 PROCESSES = 4
 THREADS = 6

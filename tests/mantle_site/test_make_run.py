@@ -19,6 +19,7 @@ import pytest
 
 from mantle_site import embedded_db
 from tests.processes import (
+    EMBEDDED_ONLY,
     ROOT,
     alive,
     descendants,
@@ -28,7 +29,7 @@ from tests.processes import (
     postgres_pids,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, EMBEDDED_ONLY]
 
 STARTS = 3
 TIMEOUT = 300  # seconds: the first migrate (initdb) on a loaded machine
