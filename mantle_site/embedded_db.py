@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,9 @@ LOCK_FILE = "pgdata.lock"  # held while a process starts, adopts or stops the se
 USERS_FILE = "pgdata.users"  # a shared lock per process using the server
 SYSTEM_USER = "pgserver"  # PostgreSQL refuses to run as root: as root, it runs as this user
 SOCKET_PATH_MAX = 100  # bytes of a Unix socket's path (107 on Linux, less elsewhere)
+
+
+REASON = re.compile(r"\b(?:PANIC|FATAL|ERROR):.*")
 
 
 class EmbeddedDatabaseError(Exception):
@@ -117,13 +121,23 @@ def _start_or_adopt() -> str:
         with contextlib.suppress(OSError):
             (pgdata / ".handle_pids.json").unlink()
         socket_dir = _running_socket_dir(pgdata) or _start(pgdata)
+        _create_database(pgdata, socket_dir)
+    return _url_of(socket_dir, DATABASE_NAME)
+
+
+def _create_database(pgdata: Path, socket_dir: Path) -> None:
+    try:
         with psycopg.connect(_url_of(socket_dir, "postgres"), autocommit=True) as conn:
             exists = conn.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
             ).fetchone()
             if not exists:
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-    return _url_of(socket_dir, DATABASE_NAME)
+    except psycopg.OperationalError as error:
+        raise EmbeddedDatabaseError(
+            f"the embedded PostgreSQL at {pgdata} does not answer on {socket_dir}: "
+            f"{_last_line(str(error))} (its log: {pgdata / 'log'})"
+        ) from None
 
 
 def _url_of(socket_dir: Path, database: str) -> str:
@@ -247,7 +261,12 @@ def _running_socket_dir(pgdata: Path) -> Path | None:
             ) from None
         if not _alive(pid):
             return None
-        if status == "ready" and socket_dir:
+        if status == "ready":
+            if not socket_dir:
+                raise EmbeddedDatabaseError(
+                    f"the server running on {pgdata} (pid {pid}) has no Unix socket: stop it "
+                    f"(pg_ctl -D {pgdata} stop) and start again"
+                )
             return Path(socket_dir)
         if time.monotonic() > deadline:  # starting (recovery) or stopping for that long
             raise EmbeddedDatabaseError(
@@ -304,7 +323,8 @@ def _tail(log: Path) -> str:
 
 
 def _last_line(output: str) -> str:
-    """The reason in PostgreSQL's output: its last FATAL or ERROR line, else its last line."""
+    """The reason in PostgreSQL's output: its last FATAL or ERROR (without the log line's time
+    and pid), else its last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    reasons = [line for line in lines if "FATAL" in line or "ERROR" in line]
+    reasons = [match[0] for line in lines if (match := REASON.search(line))]
     return (reasons or lines or ["no output"])[-1]

@@ -145,6 +145,23 @@ def test_a_corrupt_postmaster_pid_is_refused_in_one_line(started_home: Path) -> 
     assert postgres_pids(pgdata) == []
 
 
+def test_a_server_that_cannot_start_is_one_line_with_postgresqls_reason(started_home: Path) -> None:
+    pgdata = started_home / "pgdata"
+    conf = pgdata / "postgresql.auto.conf"
+    before = conf.read_text()
+    conf.write_text(before + "shared_buffers = 'a banana'\n")
+    teams = mantle(started_home, "teams", "list")
+    try:
+        out, err = teams.communicate(timeout=TIMEOUT)
+    finally:
+        conf.write_text(before)
+    assert (teams.returncode, out) == (1, "")
+    [line] = err.splitlines()
+    assert line.startswith(f"mantle: the embedded PostgreSQL at {pgdata} did not start: FATAL: ")
+    assert "postgresql.auto.conf" in line and line.endswith(f"(its log: {pgdata / 'log'})")
+    assert postgres_pids(pgdata) == []
+
+
 def test_ctrl_c_during_migrate_stops_the_server_without_a_traceback(started_home: Path) -> None:
     pgdata = started_home / "pgdata"
     migrate = mantle(started_home, "migrate", "--no-input")
