@@ -2,14 +2,30 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.run-installed
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: run test lint bench install browser hosts wrk
+.DEFAULT_GOAL := help
+.PHONY: help run test lint bench install browser hosts wrk
+
+help:
+	@echo "make run      set up (.venv, embedded PostgreSQL, migrations, demo data), then serve"
+	@echo "              the web app, the API and the workers on 127.0.0.1:8000 until Ctrl-C"
+	@echo "make test     install the test tools, then lint, type-check and run the whole suite"
+	@echo "make lint     ruff and mypy only"
+	@echo "make install  the .venv with the test tools, nothing run"
+	@echo "make bench    the benchmarks (bench/RESULTS.md; long)"
+	@echo "After make run: $(BIN)/mantle --help, or . $(BIN)/activate and then mantle --help"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+# What running needs, and no more (no test tools).
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -35,11 +51,17 @@ hosts:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq pgbouncer iproute2 >/dev/null; \
 		else echo "pgbouncer or iproute2 missing: the multi-host tests will be skipped (sudo apt-get install pgbouncer iproute2)"; fi; }
 
-run: install
+run: $(RUN_STAMP)
 	$(BIN)/mantle migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	$(BIN)/mantle seed-demo
+	@echo "The command line: $(BIN)/mantle --help (or . $(BIN)/activate, then mantle --help)"
 	$(BIN)/mantle serve
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	MANTLE_CONFIG=tests/mantle.yaml $(BIN)/mypy
 
 test: install browser hosts
 	$(BIN)/ruff check .

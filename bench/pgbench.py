@@ -47,7 +47,7 @@ def binary() -> str:
         from mantle_site import embedded_db
 
         if "/" in (connection.settings_dict["HOST"] or ""):
-            candidates.append(Path(embedded_db._server().bin_path) / "pgbench")
+            candidates.append(embedded_db.bin_dir() / "pgbench")
     except Exception:  # no embedded server: fall through to the system's pgbench
         pass
     candidates.append(Path("/usr/lib/postgresql/15/bin/pgbench"))

@@ -56,9 +56,12 @@ def _database(url: str) -> dict[str, Any]:
 
 DATABASE_URL = MANTLE.database.url or os.environ.get("DATABASE_URL")
 USES_EMBEDDED_DB = DATABASE_URL is None
-if DATABASE_URL is None:
-    # The embedded server's socket directory is known once it runs: its backend starts it at
-    # the first connection and fills in HOST.
+if DATABASE_URL is None and os.environ.get(embedded_db.URL_ENV):
+    # A child of `mantle serve`: the embedded server its parent started or adopted.
+    DATABASES = {"default": _database(os.environ[embedded_db.URL_ENV])}
+elif DATABASE_URL is None:
+    # The embedded server's socket directory is known once it runs: its backend starts or
+    # adopts it at the first connection of this process and fills in HOST.
     DATABASES = {
         "default": {
             **_database("postgresql://postgres@/" + embedded_db.DATABASE_NAME),
@@ -102,6 +105,9 @@ def _local_secret_key() -> str:
 
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _local_secret_key()
+# Where this machine's local state lives: the embedded PostgreSQL, the secret key, the metrics of
+# `mantle serve`'s processes, make run's credentials (teams.credentials).
+MANTLE_HOME = embedded_db.home()
 DEBUG = _env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",")
 CSRF_TRUSTED_ORIGINS = [

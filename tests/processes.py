@@ -1,28 +1,36 @@
 """Real processes for the tests that need them: the workers (`mantle serve --workers-only`: step
 workers and the django-q2 cluster) and `mantle serve`, each against a database given as a URL,
 with short leases and intervals from MANTLE_ENGINE_* variables. The fixtures that start them
-(`engine`, `serve`) are in conftest.py."""
+(`engine`, `serve`) are in conftest.py. And what the tests of the embedded PostgreSQL use: a fresh
+MANTLE_HOME, the environment of a command run on it, the processes left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import httpx
 import psycopg
+import pytest
 from django.conf import settings
+
+from mantle_site import embedded_db
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = {"step_lease": 2.0, "reaper_interval": 0.5, "queue_poll_interval": 1.0}
 # The suite's own configuration, whatever ./mantle.yaml or the caller's environment says.
 CONFIG = {"MANTLE_CONFIG": str(ROOT / "tests" / "mantle.yaml")}
+SETTINGS = "mantle_site.settings"
 
 
 def database_url() -> str:
@@ -145,3 +153,73 @@ def scrape(text: str, name: str, **labels: str) -> float:
         if all(found.get(key) == value for key, value in labels.items()):
             total += float(match[3])
     return total
+
+
+# The embedded server's own tests ignore DATABASE_URL: CI's pass on the machine's PostgreSQL
+# (DATABASE_URL set) would only run them again.
+EMBEDDED_ONLY = pytest.mark.skipif(
+    bool(os.environ.get("DATABASE_URL")), reason="run by the pass on the embedded PostgreSQL"
+)
+
+
+def embedded_env(home: Path) -> dict[str, str]:
+    """The environment of a `mantle` command on the embedded PostgreSQL under `home`, as on a
+    fresh clone: none of this session's database or metrics settings."""
+    hidden = {
+        "DATABASE_URL",
+        "MANTLE_DATABASE_URL",
+        "MANTLE_DATABASE_DIRECT_URL",
+        embedded_db.URL_ENV,
+        "PROMETHEUS_MULTIPROC_DIR",
+    }
+    env = {key: value for key, value in os.environ.items() if key not in hidden}
+    return {**env, **CONFIG, "MANTLE_HOME": str(home), "DJANGO_SETTINGS_MODULE": SETTINGS}
+
+
+def postgres_pids(pgdata: Path) -> list[int]:
+    """The PostgreSQL processes running on `pgdata` (a server works in its data directory)."""
+    pids = []
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(process / "exe")).name == "postgres" and os.readlink(
+                process / "cwd"
+            ) == str(pgdata.resolve()):
+                pids.append(int(process.name))
+        except OSError:
+            continue
+    return pids
+
+
+@contextlib.contextmanager
+def fresh_home() -> Iterator[Path]:
+    """A MANTLE_HOME of its own, as on a fresh clone; no PostgreSQL may be left running on it.
+    Not under tmp_path: run as root, the server's own user must traverse the home's parents,
+    and another pytest session of root resets /tmp/pytest-of-root to 0700."""
+    with tempfile.TemporaryDirectory(prefix="mantle-home-") as directory:
+        home = Path(directory)
+        yield home
+        assert postgres_pids(home / "pgdata") == [], "a server outlived its last user"
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes descended from `pid`, now."""
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for task in Path(f"/proc/{stack.pop()}/task").glob("*"):
+            try:
+                children = {int(child) for child in (task / "children").read_text().split()}
+            except OSError:
+                continue
+            stack.extend(children - found)
+            found |= children
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -1,6 +1,7 @@
-"""Django's PostgreSQL backend on the embedded server (mantle_site.embedded_db), which starts
-at the first connection rather than when the settings load: a command that never queries
-(`mantle validate`) starts nothing, and one that does learns where the server is then."""
+"""Django's PostgreSQL backend on the embedded server (mantle_site.embedded_db), which this
+process starts or adopts at its first connection rather than when the settings load: a command
+that never queries (`mantle validate`) starts nothing, and one that does learns where the server
+is then. Only the first connection of the process does so (embedded_db.ensure_running)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import uuid
+from io import StringIO
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from executions.models import Execution, Status
 from executions.services.admission import execution_admit
 from tests.commands import exit_code, run
+from tests.factories import ExecutionFactory
 from workflows.models import WorkflowDefinition
 
 
@@ -93,3 +97,46 @@ def test_cancel_exits_0_then_1_on_a_terminal_execution(team, make_workflow):
     execution = execution_admit(team=team, workflow=make_workflow(team)).execution
     assert "cancelled" in run("mantle_cancel", str(execution.id))
     assert exit_code("mantle_cancel", str(execution.id)) == 1
+
+
+@pytest.mark.django_db
+def test_status_and_cancel_take_a_unique_prefix_of_the_id(team, make_workflow):
+    workflow = make_workflow(team)
+    one = ExecutionFactory(workflow=workflow, id=uuid.UUID("807377de-0000-4000-8000-000000000001"))
+    ExecutionFactory(workflow=workflow, id=uuid.UUID("807377df-0000-4000-8000-000000000002"))
+    # The 8 hex digits the dashboard and the admin show; any case, dashes or not.
+    assert run("mantle_status", "807377de").splitlines()[0] == "pending"
+    assert run("mantle_status", "807377DE-0000").splitlines()[0] == "pending"
+    assert run("mantle_cancel", "807377de").strip() == f"{one.id} cancelled"
+    one.refresh_from_db()
+    assert one.status == "cancelled"
+
+
+@pytest.mark.django_db
+def test_an_ambiguous_unknown_or_malformed_id_is_exit_2_with_the_reason(team, make_workflow):
+    workflow = make_workflow(team)
+    ExecutionFactory(workflow=workflow, id=uuid.UUID("807377de-0000-4000-8000-000000000001"))
+    ExecutionFactory(workflow=workflow, id=uuid.UUID("807377df-0000-4000-8000-000000000002"))
+    with pytest.raises(CommandError) as ambiguous:
+        run("mantle_status", "807377d")
+    assert ambiguous.value.returncode == 2
+    assert str(ambiguous.value) == (
+        "807377d is ambiguous: 807377de-0000-4000-8000-000000000001, "
+        "807377df-0000-4000-8000-000000000002 and maybe more start with it; give more of the id"
+    )
+    assert exit_code("mantle_cancel", "807377d") == 2
+    with pytest.raises(CommandError) as unknown:
+        run("mantle_status", "abc")
+    assert (unknown.value.returncode, str(unknown.value)) == (2, "no execution abc")
+    with pytest.raises(CommandError) as malformed:
+        run("mantle_status", "8073-xyz")
+    assert "'8073-xyz' is not an execution id or its start" in str(malformed.value)
+
+
+@pytest.mark.django_db
+def test_limits_list_of_an_unknown_team_prints_no_table_before_the_error():
+    out = StringIO()
+    with pytest.raises(CommandError) as raised:
+        call_command("mantle_limits", "list", "nobody", stdout=out)
+    assert (raised.value.returncode, str(raised.value)) == (2, "unknown team 'nobody'")
+    assert out.getvalue() == ""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -13,33 +12,12 @@ from django.conf import settings
 from executions.models import StepExecution
 from executions.services.admission import execution_admit
 from tests.engine.conftest import wait_for
+from tests.processes import alive, descendants
 from workflows.services import workflow_apply
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 LONG = "name: long\nsteps:\n  - name: s\n    action: test/sleep\n    params: {seconds: 600}\n"
-
-
-def descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        for task in Path(f"/proc/{stack.pop()}/task").glob("*"):
-            try:
-                children = {int(child) for child in (task / "children").read_text().split()}
-            except OSError:
-                continue
-            stack.extend(children - found)
-            found |= children
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_serve_stopped_with_a_busy_worker_leaves_no_process_behind(team, serve) -> None:

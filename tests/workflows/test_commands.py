@@ -92,7 +92,8 @@ def test_apply_prints_the_warnings_and_applies(team, tmp_path, capsys):
 
 
 @pytest.mark.django_db
-def test_seed_demo_applies_the_examples(capsys):
+def test_seed_demo_applies_the_examples(settings, tmp_path):
+    settings.MANTLE_HOME = tmp_path  # its credentials file, not the project's
     run("mantle_seed_demo")
     team = Team.objects.get(slug="demo")
     names = set(team.workflows.values_list("name", flat=True))

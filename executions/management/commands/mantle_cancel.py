@@ -1,12 +1,13 @@
-"""`mantle cancel <id>`: exit 0 when cancelled, 1 when the execution is already terminal."""
+"""`mantle cancel <id>`: exit 0 when cancelled, 1 when the execution is already terminal. The id
+may be cut short to a unique prefix (executions.cli)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from executions.cli import execution_find, execution_id_prefix
 from executions.models import Execution
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 
@@ -15,13 +16,16 @@ class Command(BaseCommand):
     help = "Cancel a queued, pending or running execution."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("execution_id", type=uuid.UUID)
+        parser.add_argument(
+            "execution_id", type=execution_id_prefix, help="its id, or the start of it"
+        )
 
-    def handle(self, *args: Any, execution_id: uuid.UUID, **options: Any) -> None:
+    def handle(self, *args: Any, execution_id: str, **options: Any) -> None:
+        found = execution_find(execution_id).id
         try:
-            execution_cancel(execution_id, reason="cancelled from the command line")
+            execution_cancel(found, reason="cancelled from the command line")
         except Execution.DoesNotExist as exc:
-            raise CommandError(f"no execution {execution_id}", returncode=2) from exc
+            raise CommandError(f"no execution {found}", returncode=2) from exc
         except (NotCancellable, ExecutionBusy) as exc:
             raise CommandError(f"not cancelled: {exc}", returncode=1) from exc
-        self.stdout.write(f"{execution_id} cancelled")
+        self.stdout.write(f"{found} cancelled")

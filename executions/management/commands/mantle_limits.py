@@ -45,8 +45,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{limit.name} {'created' if created else 'set'}: max {shown}")
 
     def list(self, *, team: str, **_: Any) -> None:
+        usage = named_limit_usage(teams=[team_get(team)])  # an unknown team: no header first
         self.stdout.write("name\tin use\tmax\tqueued")
-        for limit in named_limit_usage(teams=[team_get(team)]):
+        for limit in usage:
             shown = "unlimited" if limit.max == 0 else str(limit.max)
             self.stdout.write(f"{limit.name}\t{limit.in_use}\t{shown}\t{limit.queued}")
 

@@ -1,13 +1,14 @@
-"""`mantle status <id>`: the execution's status word, then its steps."""
+"""`mantle status <id>`: the execution's status word, then its steps. The id may be cut short to
+a unique prefix (executions.cli)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
-from executions.models import Execution, Status
+from executions.cli import execution_find, execution_id_prefix
+from executions.models import Status
 from executions.selectors import execution_queue_positions
 
 
@@ -15,13 +16,12 @@ class Command(BaseCommand):
     help = "Print an execution's status and its steps."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("execution_id", type=uuid.UUID)
+        parser.add_argument(
+            "execution_id", type=execution_id_prefix, help="its id, or the start of it"
+        )
 
-    def handle(self, *args: Any, execution_id: uuid.UUID, **options: Any) -> None:
-        try:
-            execution = Execution.objects.select_related("workflow").get(id=execution_id)
-        except Execution.DoesNotExist as exc:
-            raise CommandError(f"no execution {execution_id}", returncode=2) from exc
+    def handle(self, *args: Any, execution_id: str, **options: Any) -> None:
+        execution = execution_find(execution_id)
         self.stdout.write(execution.status)
         if execution.status == Status.QUEUED:
             position = execution_queue_positions(executions=[execution]).get(execution.id)

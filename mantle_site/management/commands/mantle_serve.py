@@ -1,8 +1,9 @@
 """`mantle serve`: the web app (gunicorn), the django-q2 cluster (schedules), the engine clock
 and `engine.workers` step-worker processes, in the foreground.
 
-Ctrl-C or SIGTERM stops them all (and the embedded PostgreSQL when this process started it); the
-children get SIGTERM if this process is killed, so none is left behind. A step worker or the
+Ctrl-C or SIGTERM stops them all, and the embedded PostgreSQL unless another `mantle` process
+still uses it (mantle_site.embedded_db); the children get SIGTERM if this process is killed, so
+none is left behind. A step worker or the
 clock that dies is started again (the reaper recovers what a worker held). With --web-only /
 --workers-only, machines sharing one PostgreSQL split the roles.
 """
@@ -59,7 +60,8 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, web_only: bool, workers_only: bool, bind: str | None, **opts: Any
     ) -> None:
-        # The embedded PostgreSQL (if used) is up before the children connect to it at once.
+        # The embedded PostgreSQL (if used) is started or adopted here, once, before any child
+        # starts: the children get its URL (child_env) and never start it themselves.
         connection.ensure_connection()
         # The step workers' claimer role (engine/claimer.py): a lock on this file, theirs alone.
         with tempfile.NamedTemporaryFile(prefix="mantle-claimer-") as claimer_lock:
@@ -124,8 +126,6 @@ class Command(BaseCommand):
                 child.kill()
                 child.wait()
             _signal_group(child, signal.SIGKILL)  # whatever of its group is left
-        if settings.USES_EMBEDDED_DB:
-            embedded_db.stop()
         failed = [child.returncode for child in children if child.returncode not in (0, -15)]
         if broken or (failed and not stopping):
             raise SystemExit(1)
@@ -138,10 +138,14 @@ class Command(BaseCommand):
 
     def child_env(self) -> dict[str, str]:
         """Every child counts its metrics in one shared directory (prometheus_client's
-        multiprocess mode), so one scrape of any web worker sees them all."""
+        multiprocess mode), so one scrape of any web worker sees them all; on the embedded
+        PostgreSQL, every child connects to the server this process started or adopted."""
         directory = os.environ.get(metrics.MULTIPROC_ENV) or str(embedded_db.home() / "metrics")
         metrics.prepare_multiprocess_dir(Path(directory))
-        return {**os.environ, metrics.MULTIPROC_ENV: directory}
+        env = {**os.environ, metrics.MULTIPROC_ENV: directory}
+        if settings.USES_EMBEDDED_DB:
+            env[embedded_db.URL_ENV] = embedded_db.ensure_running()
+        return env
 
     def web_command(self, bind: str) -> list[str]:
         return [

@@ -1,18 +1,19 @@
 """`mantle seed-demo`: the `demo` team, the example workflows, an API key and an admin sign-in,
-for `make run`. Safe to run again: workflows only get a new version when their file changed."""
+for `make run`. Safe to run again: workflows only get a new version when their file changed, and
+the key and the password kept in .mantle/credentials stay as they are while they still work
+(teams.credentials)."""
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from teams.credentials import credentials_path, demo_credentials_ensure
 from teams.models import Team
-from teams.services import api_key_create, team_create
+from teams.services import team_create
 from workflows.services import workflow_apply
 
 
@@ -27,16 +28,24 @@ class Command(BaseCommand):
         for path in sorted(Path(examples).glob("*.yaml")):
             applied = workflow_apply(team=team, content=path.read_text())
             self.stdout.write(f"workflow {applied.workflow.name} v{applied.version.number}")
-        _, key = api_key_create(team=team, name="make run")
-        password = secrets.token_urlsafe(12)
-        user, _ = get_user_model().objects.get_or_create(
-            username="admin", defaults={"is_staff": True, "is_superuser": True}
-        )
-        user.set_password(password)
-        user.save()
-        team.members.add(user)
-        self.stdout.write(
-            f"\nteam demo, limit {team.effective_limit or 'unlimited'}"
-            f"\nAPI key (shown once): {key}"
-            f"\nsign in at http://{settings.MANTLE.server.bind}/ as admin / {password}\n"
-        )
+        seeded = demo_credentials_ensure(team=team)
+        saved = _shown(credentials_path())
+        sign_in = f"sign in at http://{settings.MANTLE.server.bind}/ as {seeded.username}"
+        lines = [f"\nteam demo, limit {team.effective_limit or 'unlimited'}"]
+        if seeded.key_created:
+            lines.append(f"API key (new): {seeded.key}")
+        if seeded.admin_created:
+            lines.append(f"{sign_in} / {seeded.password}")
+        else:
+            lines.append(f"{sign_in} (password unchanged)")
+        if seeded.password is None:
+            lines.append(f"(the password of {seeded.username} was changed: it is not in {saved})")
+        new = seeded.key_created or seeded.admin_created
+        lines.append(f"credentials {'saved' if new else 'unchanged'} in {saved} (yours only)")
+        lines.append(f"`. {saved}` sets $MANTLE_KEY; `mantle admin reset-password`: a new one\n")
+        self.stdout.write("\n".join(lines))
+
+
+def _shown(path: Path) -> str:
+    """The path as the user would type it from here."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
