@@ -8,6 +8,7 @@ from typing import cast
 
 from django.conf import settings
 
+from core.bounds import count_problem, duration_problem
 from core.durations import parse_duration
 from workflows.actions import action_names
 from workflows.expression_check import expression_usage
@@ -86,10 +87,6 @@ def parse_workflow(
     if document.errors or spec is None:
         raise WorkflowInvalid(document.errors)
     return spec
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class _Validator:
@@ -404,10 +401,11 @@ class _Validator:
 
     def _int(self, mapping: dict, key: str, path: str, *, minimum: int, default: int = 0) -> int:
         value = mapping.get(key, default)
-        if not (_is_int(value) and value >= minimum):
-            self.doc.error(join(path, key), f"must be an integer >= {minimum}")
+        problem = count_problem(value, minimum=minimum)
+        if problem:
+            self.doc.error(join(path, key), problem)
             return default
-        return value
+        return cast(int, value)
 
     def _duration(self, mapping: dict, key: str, path: str) -> float | None:
         if key not in mapping:
@@ -419,4 +417,6 @@ class _Validator:
             return None
         if seconds <= 0:
             self.doc.error(join(path, key), "must be a duration greater than zero")
+        elif problem := duration_problem(seconds):
+            self.doc.error(join(path, key), problem)
         return seconds
