@@ -142,7 +142,9 @@ async def perform(prepared: Prepared, context: ActionContext) -> Outcome:
             return Outcome(StepStatus.FAILED, error=f"timed out after {prepared.timeout:g}s")
         return Outcome(StepStatus.CANCELLED, error="workflow timed out", retryable=False)
     except ActionFailed as exc:
-        return Outcome(StepStatus.FAILED, output=exc.output, error=str(exc))
+        return Outcome(
+            StepStatus.FAILED, output=exc.output, error=str(exc), retryable=exc.retryable
+        )
     except Exception as exc:
         return Outcome(StepStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
     return Outcome(StepStatus.COMPLETED, output=output)
