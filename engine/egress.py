@@ -121,7 +121,9 @@ def _denied(address: IPAddress, policy: HttpConfig) -> str | None:
     if _is_own(address):
         return "an address of this server (engine.http.allow to permit it)"
     if not _is_public(address):
-        return "a private, loopback, link-local or reserved address (engine.http.allow to permit it)"
+        return (
+            "a private, loopback, link-local or reserved address (engine.http.allow to permit it)"
+        )
     return None
 
 

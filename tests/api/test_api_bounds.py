@@ -19,7 +19,9 @@ HOSTILE = [-1, 2**31, 2**63, 10**20, '"NaN"', '"inf"', '"99999999999h"', "999999
 FIELDS = {
     "max_parallel_executions": "max_parallel_executions: {value}\n",
     "max_queued": "max_queued: {value}\n",
-    "max_parallel_per_key": 'concurrency_key: "{{{{ inputs.c }}}}"\nmax_parallel_per_key: {value}\n',
+    "max_parallel_per_key": (
+        'concurrency_key: "{{{{ inputs.c }}}}"\nmax_parallel_per_key: {value}\n'
+    ),
     "priority": "priority: {value}\n",
     "rate_limit.max": "rate_limit: {{max: {value}, period: 1m}}\n",
     "rate_limit.period": "rate_limit: {{max: 1, period: {value}}}\n",
