@@ -17,10 +17,8 @@ MAX_DURATION_TEXT = "30 days (720h)"
 
 def count_problem(value: object, *, minimum: int = 0, maximum: int = MAX_COUNT) -> str | None:
     """Why `value` is not an integer from `minimum` to `maximum`, or None."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         return f"must be an integer from {minimum} to {maximum}"
-    if not minimum <= value <= maximum:
-        return f"must be an integer from {minimum} to {maximum}, got {value}"
     return None
 
 

@@ -1,4 +1,5 @@
-"""`mantle validate <file.yaml>…`: every error with its line; exit 1 when any file is invalid."""
+"""`mantle validate <file.yaml>…`: every error with its line; exit 1 when any file is invalid.
+A valid file may still get warnings (an anonymous webhook), which leave the exit code alone."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from workflows.schema import WorkflowInvalid, parse_workflow
+from workflows.schema.triggers import trigger_warnings
 
 
 def read_workflow_file(path: str) -> str:
@@ -34,5 +36,7 @@ class Command(BaseCommand):
                     self.stderr.write(f"{path}:{error}")
                 continue
             self.stdout.write(f"{path}: ok ({spec.name}, {len(spec.steps)} steps)")
+            for warning in trigger_warnings(spec.triggers):
+                self.stderr.write(f"{path}: warning: {warning}")
         if invalid:
             raise CommandError(f"{invalid} of {len(files)} files invalid", returncode=1)
