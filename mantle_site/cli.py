@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mantle_site.settings")
     _share_metrics_with_local_server()
+    from core.terminal import TerminalSafe
+
+    # No escape sequence from stored data reaches the terminal (docs/hostile-input.md).
+    sys.stdout, sys.stderr = TerminalSafe(sys.stdout), TerminalSafe(sys.stderr)  # type: ignore[assignment]
     from django.core.management import execute_from_command_line
 
     from mantle_site.config import ConfigError

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.terminal import printable
 from workflows.schema import WorkflowInvalid, parse_workflow
 from workflows.schema.triggers import trigger_warnings
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
             except WorkflowInvalid as exc:
                 invalid += 1
                 for error in exc.errors:
-                    self.stderr.write(f"{path}:{error}")
+                    self.stderr.write(f"{path}:{printable(error)}")
                 continue
             self.stdout.write(f"{path}: ok ({spec.name}, {len(spec.steps)} steps)")
             for warning in trigger_warnings(spec.triggers):
