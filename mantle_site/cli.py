@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     from core.terminal import TerminalSafe
 
     # No escape sequence from stored data reaches the terminal (docs/hostile-input.md).
-    sys.stdout, sys.stderr = TerminalSafe(sys.stdout), TerminalSafe(sys.stderr)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = TerminalSafe(sys.stdout), TerminalSafe(sys.stderr)
     from django.core.management import execute_from_command_line
 
     from mantle_site.config import ConfigError

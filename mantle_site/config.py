@@ -92,6 +92,8 @@ class LimitsConfig:
     expression_depth: int = 100  # nesting of its syntax tree (an upper bound, see below)
     expression_nodes: int = 2_000  # tokens of one expression
     expression_cost: int = 10_000_000  # estimated steps of one evaluation
+    # the same for the expressions admission evaluates on a web worker (concurrency_key, priority)
+    admission_expression_cost: int = 100_000
     workflow_steps: int = 1_000
     document_depth: int = 32  # nesting of the YAML document
     step_output_bytes: int = 1024 * 1024  # a step's output as JSON

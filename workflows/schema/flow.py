@@ -18,6 +18,7 @@ from core.bounds import count_problem, duration_problem
 from core.durations import parse_duration
 from teams.models import NAMED_LIMIT_NAME
 from workflows.expression_check import expression_usage
+from workflows.expression_limits import admission_budget
 from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
     ExpressionError,
@@ -127,7 +128,7 @@ def _rate(doc: Document, value: object, *, keyed: bool) -> RateLimit | None:
         per_key = False
     elif per_key and not keyed:
         doc.error("rate_limit.per_key", "is only valid together with concurrency_key")
-    return RateLimit(max=most, period=period, per_key=per_key)
+    return RateLimit(max=cast(int, most), period=period, per_key=per_key)
 
 
 def _limits(doc: Document, value: object, known: frozenset[str] | None) -> tuple[str, ...]:
@@ -205,7 +206,8 @@ def _check_template(doc: Document, path: str, value: object, input_names: frozen
 
 def _expression_problems(source: str, input_names: frozenset[str]) -> list[str]:
     try:
-        compile_expression(source)
+        with admission_budget():  # evaluated at admission, on a web worker
+            compile_expression(source)
         usage = expression_usage(source)
     except ExpressionError as exc:
         return [f'invalid expression "{exc.expression}": {exc.message}']
