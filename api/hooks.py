@@ -51,7 +51,11 @@ class WebhookApi(APIView):
             IDEMPOTENCY_HEADER,
             OpenApiParameter(SIGNATURE_HEADER, str, OpenApiParameter.HEADER),
         ],
-        responses={**ADMISSION_RESPONSES, 403: ADMISSION_RESPONSES[400]},
+        responses={
+            **ADMISSION_RESPONSES,
+            401: ADMISSION_RESPONSES[400],
+            403: ADMISSION_RESPONSES[400],
+        },
     )
     def post(self, request: Request, hook: str) -> Response:
         path = f"/hooks/{hook}"
