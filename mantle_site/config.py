@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from core.bounds import MAX_COUNT, duration_problem
 from core.durations import parse_duration
 from engine.egress import HostOrNetwork, HttpConfig
 
@@ -113,9 +114,17 @@ def _non_negative_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"expected an integer >= 0, got {value!r}")
     number = int(value)
-    if number < 0:
-        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    if not 0 <= number <= MAX_COUNT:
+        raise ValueError(f"expected an integer from 0 to {MAX_COUNT}, got {value!r}")
     return number
+
+
+def _duration(value: object) -> float:
+    seconds = parse_duration(value)  # type: ignore[arg-type]
+    problem = duration_problem(seconds)
+    if problem:
+        raise ValueError(f"{value!r} {problem}")
+    return seconds
 
 
 def _bool(value: object) -> bool:
@@ -203,9 +212,9 @@ _PARSERS: dict[str, dict[str, Any]] = {
     "database": {"url": _url, "direct_url": _url},
     "engine": {
         "max_concurrent_executions_per_team": _non_negative_int,
-        "queue_poll_interval": parse_duration,
-        "step_lease": parse_duration,
-        "reaper_interval": parse_duration,
+        "queue_poll_interval": _duration,
+        "step_lease": _duration,
+        "reaper_interval": _duration,
         "workers": _positive_int,
         "slots_per_worker": _positive_int,
         "broker": _broker,
