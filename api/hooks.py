@@ -1,9 +1,11 @@
 """`POST /hooks/<path>`: a webhook trigger admits an execution of its workflow.
 
-The path alone names the workflow (paths are unique across teams, see workflows.services), so
-there is no API key; a trigger with a `secret` requires `X-Hub-Signature-256: sha256=<hex>` (or
-upstream Mantle's `X-Signature-256`), the HMAC-SHA256 of the raw body, hex in either case.
-Over 1 MiB is 413 before the body is read (JsonErrorMiddleware).
+The path alone names the workflow (paths are unique across teams, see workflows.services). The
+caller is authenticated by default (docs/hostile-input.md, Webhook authentication): a trigger
+with a `secret` requires `X-Hub-Signature-256: sha256=<hex>` (or upstream Mantle's
+`X-Signature-256`), the HMAC-SHA256 of the raw body, hex in either case; one without requires
+an API key of the workflow's team (`Authorization: Bearer`), 401 otherwise; only `auth: none`
+admits anyone. Over 1 MiB is 413 before the body is read (JsonErrorMiddleware).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -29,6 +32,7 @@ from api.errors import ApiError
 from api.resolved import BEFORE_ADMISSION, HOOKS
 from executions.services.admission import Resolved
 from executions.services.idempotency import execution_admit_once
+from teams.auth import ApiKeyAuthentication
 from workflows.models import WebhookPath
 from workflows.selectors import webhook_by_path
 
@@ -47,7 +51,11 @@ class WebhookApi(APIView):
             IDEMPOTENCY_HEADER,
             OpenApiParameter(SIGNATURE_HEADER, str, OpenApiParameter.HEADER),
         ],
-        responses={**ADMISSION_RESPONSES, 403: ADMISSION_RESPONSES[400]},
+        responses={
+            **ADMISSION_RESPONSES,
+            401: ADMISSION_RESPONSES[400],
+            403: ADMISSION_RESPONSES[400],
+        },
     )
     def post(self, request: Request, hook: str) -> Response:
         path = f"/hooks/{hook}"
@@ -72,6 +80,8 @@ class WebhookApi(APIView):
         signature = request.headers.get(SIGNATURE_HEADER, request.headers.get(SIGNATURE_ALIAS))
         if secret is not None and not _signed(body, secret, signature):
             raise ApiError(403, "bad_signature", f"{SIGNATURE_HEADER} does not match the body")
+        if secret is None and not hook.anonymous:
+            _authenticate(request, hook)
         admission = execution_admit_once(
             team=workflow.team,
             workflow=workflow,
@@ -86,6 +96,21 @@ class WebhookApi(APIView):
             resolved=resolved,
         )
         return admission_response(admission)
+
+
+def _authenticate(request: Request, hook: WebhookPath) -> None:
+    """An API key of the workflow's team; another team's key is as good as none."""
+    try:
+        found = ApiKeyAuthentication().authenticate(request)
+    except AuthenticationFailed as exc:
+        raise ApiError(401, "not_authenticated", str(exc.detail)) from None
+    if found is None or found[0].id != hook.workflow.team_id:
+        raise ApiError(
+            401,
+            "not_authenticated",
+            f"{hook.path} needs an API key of its team (Authorization: Bearer mk_…) "
+            "or a signed body",
+        )
 
 
 def _stored_headers(request: Request) -> dict[str, str]:

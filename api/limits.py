@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from api.base import TeamApi, json_object
 from api.errors import ApiError
 from api.serializers import ErrorOutput
+from core.bounds import MAX_COUNT
 from executions.selectors import named_limit_usage
 from executions.services.named_limits import named_limit_delete
 from teams.services import named_limit_set
@@ -36,7 +37,7 @@ class LimitListApi(TeamApi):
 
 class LimitSetApi(TeamApi):
     class LimitInput(serializers.Serializer):
-        max = serializers.IntegerField(min_value=0, help_text="0: unlimited")
+        max = serializers.IntegerField(min_value=0, max_value=MAX_COUNT, help_text="0: unlimited")
 
     class LimitSetOutput(serializers.Serializer):
         name = serializers.CharField()

@@ -63,7 +63,7 @@ def _hook_workflow(target: fixtures.Target) -> None:
     workflow_apply(
         team=target.team,
         content=fixtures.workflow_yaml("hook", 0).replace(
-            "steps:", f"triggers:\n  - type: webhook\n    path: {HOOK}\nsteps:"
+            "steps:", f"triggers:\n  - type: webhook\n    path: {HOOK}\n    auth: none\nsteps:"
         ),
     )
 

@@ -7,8 +7,13 @@ connection (rebinding) reaches nothing unchecked. A caller follows redirects its
 every hop (`redirect_next` says where the next hop goes). Sync and async callers share this
 module; resolution blocks, so an async caller runs `destination_resolve` in a thread.
 
-Refused by default: loopback, unspecified, link-local and unique-local addresses and any address
-of this machine; `deny` adds networks or hosts, `allow` exempts them (it wins over every deny)."""
+Refused by default: every address that is not globally routable — loopback, unspecified,
+link-local, private (RFC 1918, IPv6 unique-local), shared (CGNAT 100.64/10), reserved,
+documentation and benchmarking ranges, multicast — and any address of this machine; `deny` adds
+networks or hosts, `allow` exempts them (it wins over every deny). docs/hostile-input.md, Egress.
+
+A refusal is final: it is judged before any connection is attempted, and the step fails without
+a retry, since the same target would be refused again."""
 
 from __future__ import annotations
 
@@ -34,23 +39,15 @@ class HttpConfig:
     max_response_bytes: int = 1024 * 1024
 
 
-DEFAULT_DENY = tuple(
-    ipaddress.ip_network(cidr)
-    for cidr in (
-        "127.0.0.0/8",  # loopback
-        "::1/128",
-        "0.0.0.0/8",  # "this host": connecting to 0.0.0.0 reaches local services
-        "::/128",
-        "169.254.0.0/16",  # link-local, incl. cloud metadata (169.254.169.254)
-        "fe80::/10",
-        "fc00::/7",  # unique-local (fd00::/8)
-    )
-)
 MAX_REDIRECTS = 5
 
 
 class EgressRefused(Exception):
-    pass
+    """The policy refuses the target: final, the step fails without a retry."""
+
+
+class Unresolvable(Exception):
+    """The host name did not resolve: may change, the step's retry applies."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +101,7 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise EgressRefused(f"{host}: cannot resolve: {exc}") from None
+        raise Unresolvable(f"{host}: cannot resolve: {exc}") from None
     addresses: list[IPAddress] = []
     for _family, _type, _proto, _name, sockaddr in infos:
         address = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
@@ -121,11 +118,23 @@ def _denied(address: IPAddress, policy: HttpConfig) -> str | None:
         return None
     if _address_matches(address, policy.deny):
         return "which engine.http.deny refuses"
-    if _address_matches(address, DEFAULT_DENY):
-        return "a loopback, link-local or private address (engine.http.allow to permit it)"
     if _is_own(address):
         return "an address of this server (engine.http.allow to permit it)"
+    if not _is_public(address):
+        return (
+            "a private, loopback, link-local or reserved address (engine.http.allow to permit it)"
+        )
     return None
+
+
+def _is_public(address: IPAddress) -> bool:
+    """Globally routable (ipaddress's IANA special-purpose registries; NAT64's 64:ff9b::/96 is
+    reserved), and for a 6to4 address the IPv4 address it leads to as well."""
+    if not address.is_global or address.is_multicast or address.is_reserved:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.sixtofour is not None:
+        return _is_public(address.sixtofour)
+    return True
 
 
 def _is_own(address: IPAddress) -> bool:

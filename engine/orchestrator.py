@@ -15,6 +15,7 @@ branches; it reads branch rows only to finish a fan-out.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -35,6 +36,8 @@ from teams.models import Team
 from workflows.expressions import ExpressionError, evaluate_condition, render
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
+
+logger = logging.getLogger(__name__)
 
 DONE = frozenset(
     {StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.CANCELLED}
@@ -153,6 +156,11 @@ class _Plan:
         row.save(update_fields=["status", "error", "completed_at", *fields])
 
 
+def engine_error(exc: BaseException) -> str:
+    """The error recorded when the engine itself raised while running an execution."""
+    return f"engine error: {type(exc).__name__}: {exc}"
+
+
 def advance(execution_id: uuid.UUID) -> None:
     advance_many([execution_id])
 
@@ -185,7 +193,18 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
         created: list[StepExecution] = []
         finishes = []
         for execution in running:
-            outcome = _advance(execution, rows.get(execution.id, []), created)
+            planned = len(created)
+            try:
+                outcome = _advance(execution, rows.get(execution.id, []), created)
+            except DatabaseError:
+                raise  # the transaction is lost: the caller's retry, not this execution's fault
+            except Exception as exc:
+                # A bug or an overflow in one execution fails that execution, never the batch nor
+                # the worker (docs/hostile-input.md, No poison execution). What its plan wrote
+                # is of a failed execution: ending it cancels those steps.
+                logger.exception("advancing execution %s failed", execution.id)
+                del created[planned:]
+                outcome = Status.FAILED, engine_error(exc)
             if outcome is not None:
                 finishes.append((execution, *outcome))
         # Before the ends: ending a failed execution cancels its pending steps, these included.

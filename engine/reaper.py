@@ -2,7 +2,9 @@
 
 - A running step whose lease expired (its worker stopped heartbeating) is settled as a failure
   on behalf of the lost owner, so it is retried when attempts are left, else it fails the
-  execution; the execution moves on and its slot is freed through `execution_finish`.
+  execution; the execution moves on and its slot is freed through `execution_finish`. An
+  execution whose steps were lost with their worker QUARANTINE_LOST_LEASES times is quarantined:
+  it fails, naming why, rather than killing the next worker too (docs/hostile-input.md).
 - A running execution past its workflow timeout is ended `timed_out`.
 - A running execution with nothing pending or running (an `advance` lost to a crash) advances.
 Pending work needs no reaping: the step workers claim it from its table, nothing is handed out
@@ -12,16 +14,19 @@ that could be lost, so nothing is re-dispatched.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from engine import dispatch, orchestrator, runner
-from executions.models import StepStatus
+from executions.models import Status, StepStatus
+from executions.services import lifecycle
 from executions.sql import queries
 
 logger = logging.getLogger(__name__)
+QUARANTINE_LOST_LEASES = 2
 
 
 def reap() -> int:
@@ -32,14 +37,26 @@ def reap() -> int:
 def expire_leases() -> int:
     recovered = 0
     for claim, owner in dispatch.steps_expired():
-        outcome = runner.Outcome(
-            StepStatus.FAILED,
-            error=f"lease expired: worker {owner} stopped heartbeating",
-        )
-        if runner.settle([runner.Settlement(claim, owner, outcome)]):
-            logger.warning("reaped step %s of lost worker %s", claim.id, owner)
-            recovered += 1
+        with transaction.atomic():
+            lost = _lease_lost(claim.execution_id, owner)
+            error = f"lease expired: worker {owner} stopped heartbeating"
+            quarantined = lost >= QUARANTINE_LOST_LEASES
+            if quarantined:
+                error = f"quarantined: {lost} workers died running it (last: {error})"
+            outcome = runner.Outcome(StepStatus.FAILED, error=error, retryable=not quarantined)
+            if runner.settle([runner.Settlement(claim, owner, outcome)]):
+                logger.warning("reaped step %s of lost worker %s", claim.id, owner)
+                recovered += 1
+            if quarantined:
+                lifecycle.execution_finish(claim.execution_id, status=Status.FAILED, error=error)
     return recovered
+
+
+def _lease_lost(execution_id: uuid.UUID, owner: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(queries["execution_lease_lost"], {"id": execution_id, "owner": owner})
+        row = cursor.fetchone()
+    return row[0] if row else 0
 
 
 def end_timed_out() -> int:

@@ -142,8 +142,14 @@ async def perform(prepared: Prepared, context: ActionContext) -> Outcome:
             return Outcome(StepStatus.FAILED, error=f"timed out after {prepared.timeout:g}s")
         return Outcome(StepStatus.CANCELLED, error="workflow timed out", retryable=False)
     except ActionFailed as exc:
-        return Outcome(StepStatus.FAILED, output=exc.output, error=str(exc))
-    except Exception as exc:
+        return Outcome(
+            StepStatus.FAILED, output=exc.output, error=str(exc), retryable=exc.retryable
+        )
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        # SystemExit or any other BaseException an action raises fails its step: asyncio would
+        # carry it out of the event loop and end the worker (docs/hostile-input.md).
         return Outcome(StepStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
     return Outcome(StepStatus.COMPLETED, output=output)
 

@@ -151,7 +151,7 @@ class StepWorker:
             try:
                 claimed = await self._claim()
                 timeout = 0.0 if claimed else await self._idle_timeout()
-            except DatabaseError:
+            except Exception:  # a database error, or a bug: the worker claims on
                 logger.exception("claim failed; retrying")
                 timeout = 1.0
             # The claimer lets go when its slots are full; a worker with room waits for the role.
@@ -204,9 +204,18 @@ class StepWorker:
     async def _attempt(self, held: _Held) -> None:
         claim = held.claim
         try:
-            prepared = runner.prepare_kept(claim)
-            if prepared is None:
-                prepared = await self._db(runner.prepare, claim)
+            try:
+                prepared = runner.prepare_kept(claim)
+                if prepared is None:
+                    prepared = await self._db(runner.prepare, claim)
+            except DatabaseError:
+                raise  # the lease runs out and the reaper retries the attempt
+            except Exception as exc:
+                # A bug in preparing one step fails that step, not the worker
+                # (docs/hostile-input.md, No poison execution).
+                logger.exception("step %s attempt %s: preparing failed", claim.id, claim.attempt)
+                error = orchestrator.engine_error(exc)
+                prepared = runner.Outcome(StepStatus.FAILED, error=error, retryable=False)
             if isinstance(prepared, runner.Outcome):
                 outcome: runner.Outcome | None = prepared
             elif held.stopped:

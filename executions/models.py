@@ -60,6 +60,11 @@ class Execution(models.Model):
     # 0-9, evaluated once at admission: a queue is promoted highest first, FIFO among equals.
     priority = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
+    # Workers that died holding steps of this execution (one count per worker, the last one's
+    # name beside it): at reaper.QUARANTINE_LOST_LEASES the execution fails instead of going to
+    # the next worker (docs/hostile-input.md).
+    lost_leases = models.PositiveSmallIntegerField(db_default=0)
+    lost_lease_owner = models.CharField(max_length=100, blank=True, db_default="")
     # statement_timestamp() of the insert, which runs after the advisory locks are held: admission
     # order within a team, and so the FIFO order of the queue.
     created_at = models.DateTimeField(db_default=Now())

@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mantle_site.settings")
     _share_metrics_with_local_server()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from core.terminal import TerminalSafe
+
+    # No escape sequence from stored data reaches the terminal (docs/hostile-input.md).
+    sys.stdout, sys.stderr = TerminalSafe(sys.stdout), TerminalSafe(sys.stderr)
     from mantle_site.config import ConfigError
     from mantle_site.embedded_db import EmbeddedDatabaseError
 

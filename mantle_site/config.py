@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from core.bounds import MAX_COUNT, duration_problem
 from core.durations import parse_duration
 from engine.egress import HostOrNetwork, HttpConfig
 
@@ -92,6 +93,8 @@ class LimitsConfig:
     expression_depth: int = 100  # nesting of its syntax tree (an upper bound, see below)
     expression_nodes: int = 2_000  # tokens of one expression
     expression_cost: int = 10_000_000  # estimated steps of one evaluation
+    # the same for the expressions admission evaluates on a web worker (concurrency_key, priority)
+    admission_expression_cost: int = 100_000
     workflow_steps: int = 1_000
     document_depth: int = 32  # nesting of the YAML document
     step_output_bytes: int = 1024 * 1024  # a step's output as JSON
@@ -111,9 +114,17 @@ def _non_negative_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"expected an integer >= 0, got {value!r}")
     number = int(value)
-    if number < 0:
-        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    if not 0 <= number <= MAX_COUNT:
+        raise ValueError(f"expected an integer from 0 to {MAX_COUNT}, got {value!r}")
     return number
+
+
+def _duration(value: object) -> float:
+    seconds = parse_duration(value)  # type: ignore[arg-type]
+    problem = duration_problem(seconds)
+    if problem:
+        raise ValueError(f"{value!r} {problem}")
+    return seconds
 
 
 def _bool(value: object) -> bool:
@@ -201,9 +212,9 @@ _PARSERS: dict[str, dict[str, Any]] = {
     "database": {"url": _url, "direct_url": _url},
     "engine": {
         "max_concurrent_executions_per_team": _non_negative_int,
-        "queue_poll_interval": parse_duration,
-        "step_lease": parse_duration,
-        "reaper_interval": parse_duration,
+        "queue_poll_interval": _duration,
+        "step_lease": _duration,
+        "reaper_interval": _duration,
         "workers": _positive_int,
         "slots_per_worker": _positive_int,
         "broker": _broker,

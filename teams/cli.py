@@ -3,17 +3,22 @@
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
+from core.bounds import count_argument
 from teams.models import Team
 
 
 def non_negative(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number
+    """A limit from the command line, 0 to MAX_COUNT (docs/hostile-input.md, Bounds): argparse
+    turns the error into exit 2 naming the bound."""
+    try:
+        return count_argument(value)
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None
 
 
 def team_get(slug: str) -> Team:

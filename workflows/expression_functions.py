@@ -83,8 +83,20 @@ def trim(value: object) -> str:
     return _string("trim", value).strip()
 
 
+# The longest string replace() may build: chained, each call can multiply a string's length
+# (docs/hostile-input.md, Expressions).
+MAX_REPLACED_LENGTH = 1 << 20
+
+
 def replace(value: object, old: object, new: object) -> str:
-    return _string("replace", value).replace(_string("replace", old), _string("replace", new))
+    text, old, new = _string("replace", value), _string("replace", old), _string("replace", new)
+    matches = text.count(old) if old else len(text) + 1
+    length = len(text) + matches * (len(new) - len(old))
+    if length > MAX_REPLACED_LENGTH:
+        raise FunctionFailed(
+            f"replace: the result would be {length} characters, over {MAX_REPLACED_LENGTH}"
+        )
+    return text.replace(old, new)
 
 
 def split(value: object, separator: object) -> list[str]:

@@ -84,8 +84,13 @@ def sole_expression(text: str) -> str | None:
 
 
 def compile_expression(source: str) -> None:
-    """Raise ExpressionError when ``source`` (a bare CEL expression, no braces) does not parse."""
-    _program(source.strip())
+    """Raise ExpressionError when ``source`` (a bare CEL expression, no braces) does not parse,
+    or when the lists it writes out would cost too much to iterate whatever its inputs."""
+    source = source.strip()
+    _program(source)
+    too_costly = expression_cost_check(source, {})
+    if too_costly:
+        raise ExpressionError(expression=_abridged(source), message=too_costly)
 
 
 def evaluate(source: str, context: dict) -> object:

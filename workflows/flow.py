@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workflows.expression_limits import admission_budget
 from workflows.expressions import ExpressionError, render
 from workflows.schema import InvalidInputs, WorkflowSpec
 from workflows.schema.flow import PRIORITIES
@@ -21,7 +22,8 @@ def concurrency_key_value(
     if spec.concurrency_key is None:
         return ""
     try:
-        value = render(spec.concurrency_key, {"inputs": inputs, "trigger": trigger})
+        with admission_budget():
+            value = render(spec.concurrency_key, {"inputs": inputs, "trigger": trigger})
     except ExpressionError as exc:
         raise InvalidInputs([f"concurrency_key: {exc}"]) from None
     if not isinstance(value, str) or not value:
@@ -44,7 +46,8 @@ def priority_value(
         return spec.priority
     else:
         try:
-            value = render(spec.priority, {"inputs": inputs, "trigger": trigger})
+            with admission_budget():
+                value = render(spec.priority, {"inputs": inputs, "trigger": trigger})
         except ExpressionError as exc:
             raise InvalidInputs([f"priority: {exc}"]) from None
     if not isinstance(value, int) or isinstance(value, bool) or value not in PRIORITIES:

@@ -87,6 +87,8 @@ class WebhookPath(models.Model):
         WorkflowDefinition, on_delete=models.CASCADE, related_name="webhook_paths"
     )
     secret = models.TextField(null=True)
+    # `auth: none`: no signature and no API key asked (docs/hostile-input.md).
+    anonymous = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["path"], name="webhook_unique_path")]

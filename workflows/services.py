@@ -115,7 +115,7 @@ def _webhook_paths_replace(workflow: WorkflowDefinition, spec: WorkflowSpec) -> 
     """The webhook paths of the workflow become those of its new current version."""
     WebhookPath.objects.filter(workflow=workflow).delete()
     WebhookPath.objects.bulk_create(
-        WebhookPath(workflow=workflow, path=t.path, secret=t.secret)
+        WebhookPath(workflow=workflow, path=t.path, secret=t.secret, anonymous=t.auth == "none")
         for t in spec.triggers
         if t.type == "webhook" and t.path
     )

@@ -27,11 +27,14 @@ class ActionContext:
 
 
 class ActionFailed(Exception):
-    """The action ran and failed; `output` (e.g. an HTTP error response) is kept on the step."""
+    """The action ran and failed; `output` (e.g. an HTTP error response) is kept on the step.
+    `retryable=False`: the same attempt would fail the same way (an egress refusal), the step's
+    retry does not apply."""
 
-    def __init__(self, message: str, *, output: Any = None) -> None:
+    def __init__(self, message: str, *, output: Any = None, retryable: bool = True) -> None:
         super().__init__(message)
         self.output = output
+        self.retryable = retryable
 
 
 Action = Callable[[dict[str, Any], ActionContext], Awaitable[Any]]

@@ -13,9 +13,16 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from core.bounds import duration_problem
 from core.durations import parse_duration
 from engine.actions import ActionContext, ActionFailed
-from engine.egress import MAX_REDIRECTS, EgressRefused, destination_resolve, redirect_next
+from engine.egress import (
+    MAX_REDIRECTS,
+    EgressRefused,
+    Unresolvable,
+    destination_resolve,
+    redirect_next,
+)
 
 NAME = "http/request"
 DEFAULT_TIMEOUT = 30.0
@@ -30,7 +37,9 @@ async def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     try:
         timeout = parse_duration(params.get("timeout", DEFAULT_TIMEOUT))
     except ValueError as exc:
-        raise ActionFailed(f"timeout: {exc}") from None
+        raise ActionFailed(f"timeout: {exc}", retryable=False) from None
+    if problem := duration_problem(timeout):
+        raise ActionFailed(f"timeout: {problem}", retryable=False)
     body = params.get("body")
     content: dict[str, Any] = {}
     if isinstance(body, dict | list):
@@ -44,7 +53,9 @@ async def run(params: dict[str, Any], context: ActionContext) -> dict[str, Any]:
     except httpx.InvalidURL as exc:
         raise ActionFailed(f"{url!r} is not a valid URL: {exc}") from None
     except EgressRefused as exc:
-        raise ActionFailed(f"{method} {url}: refused: {exc}") from None
+        raise ActionFailed(f"{method} {url}: refused: {exc}", retryable=False) from None
+    except Unresolvable as exc:
+        raise ActionFailed(f"{method} {url}: {exc}") from None
     except httpx.TimeoutException:
         raise ActionFailed(f"{method} {url}: timed out after {timeout:g}s") from None
     except httpx.HTTPError as exc:

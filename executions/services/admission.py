@@ -130,9 +130,10 @@ def _spec(version: WorkflowVersion) -> WorkflowSpec:
 
 
 # The row as mantle_admit inserted it is loaded as a query would load it, without a query;
-# named_limits (resolved by mantle_admit) deferred.
+# named_limits (resolved by mantle_admit) and the reaper's counts of lost workers deferred.
+_DEFERRED = frozenset({"named_limits", "lost_leases", "lost_lease_owner"})
 _INSERTED_FIELDS = [
-    f.attname for f in Execution._meta.concrete_fields if f.attname != "named_limits"
+    f.attname for f in Execution._meta.concrete_fields if f.attname not in _DEFERRED
 ]
 
 

@@ -125,6 +125,15 @@ SELECT {step_claimed}, s.lease_owner FROM executions_stepexecution s
   JOIN executions_execution e ON e.id = s.execution_id
  WHERE s.status = 'running' AND s.lease_expires_at < now()
 
+-- name: execution_lease_lost
+-- A step of the execution was lost with its worker %(owner)s: count that worker once (its
+-- other steps of the execution follow in the same pass); how many workers it has lost.
+UPDATE executions_execution
+   SET lost_leases = lost_leases + (lost_lease_owner <> %(owner)s)::int,
+       lost_lease_owner = %(owner)s
+ WHERE id = %(id)s
+RETURNING lost_leases
+
 -- name: executions_past_timeout
 -- Running executions past their workflow's `timeout`.
 SELECT e.id FROM executions_execution e

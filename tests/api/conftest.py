@@ -57,10 +57,16 @@ def hook(
     return APIClient().post(path, body, content_type=content_type, headers=headers)
 
 
-def hook_yaml(name: str, path: str, *, secret: str | None = None, **kwargs: object) -> str:
+def hook_yaml(
+    name: str, path: str, *, secret: str | None = None, auth: str | None = "none", **kwargs: object
+) -> str:
+    """A workflow with a webhook trigger: signed with `secret`, else open to anyone (`auth: none`,
+    what the tests of anonymous callers need) unless `auth=None` asks for the team's API key."""
     trigger = f"  - type: webhook\n    path: {path}\n"
     if secret is not None:
         trigger += f"    secret: {secret}\n"
+    elif auth is not None:
+        trigger += f"    auth: {auth}\n"
     return workflow_yaml(name, extra=f"triggers:\n{trigger}", **kwargs)  # type: ignore[arg-type]
 
 

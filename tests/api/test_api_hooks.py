@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from executions.models import Execution
 from tests.api.conftest import hook, hook_yaml, sign
+from tests.factories import ApiKeyFactory
 from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
@@ -142,3 +146,64 @@ class TestPathsAcrossTeams:
         )
         assert response.status_code == 400
         assert response.json()["errors"][0]["path"] == "triggers[0].path"
+
+
+class TestAuthentication:
+    """A webhook is authenticated by default: a signed body, or an API key of its team;
+    `auth: none` opens it (docs/hostile-input.md, Webhook authentication)."""
+
+    def test_a_hook_without_a_secret_needs_an_api_key_of_its_team(
+        self, team, other_team, make_hook
+    ):
+        make_hook(team, auth=None)
+        for headers in ({}, {"Authorization": "Bearer mk_" + "0" * 64}, {"Authorization": "x"}):
+            response = hook(**headers)
+            assert (response.status_code, response.json()["error"]) == (401, "not_authenticated")
+        other_key = ApiKeyFactory(team=other_team)[1]
+        response = hook(Authorization=f"Bearer {other_key}")
+        assert response.status_code == 401
+        assert "needs an API key of its team" in response.json()["detail"]
+        assert not Execution.objects.exists()
+        response = hook(Authorization=f"Bearer {ApiKeyFactory(team=team)[1]}")
+        assert response.status_code == 202
+        assert "authorization" not in Execution.objects.get().trigger["headers"]
+
+    def test_a_signed_hook_needs_the_signature_not_a_key(self, team, make_hook):
+        make_hook(team, secret="s3cret")
+        key = ApiKeyFactory(team=team)[1]
+        assert hook(Authorization=f"Bearer {key}").status_code == 403
+        assert hook(secret="s3cret").status_code == 202
+
+    def test_auth_none_admits_anyone(self, team, make_hook):
+        make_hook(team, auth="none")
+        assert hook().status_code == 202
+
+    @pytest.mark.parametrize(
+        ("trigger", "message"),
+        [
+            ("auth: anonymous", 'must be "none"'),
+            ("auth: none\n    secret: s", "exclude each other"),
+        ],
+    )
+    def test_auth_takes_none_alone(self, team, trigger, message):
+        content = hook_yaml("w", "/hooks/w", auth=None).replace(
+            "path: /hooks/w\n", f"path: /hooks/w\n    {trigger}\n"
+        )
+        with pytest.raises(WorkflowInvalid) as raised:
+            workflow_apply(team=team, content=content)
+        assert [error.path for error in raised.value.errors] == ["triggers[0].auth"]
+        assert message in raised.value.errors[0].message
+
+
+def test_validate_warns_about_an_anonymous_hook_and_exits_0(tmp_path):
+    open_hook = tmp_path / "open.yaml"
+    open_hook.write_text(hook_yaml("w", "/hooks/w", auth="none"))
+    keyed = tmp_path / "keyed.yaml"
+    keyed.write_text(hook_yaml("k", "/hooks/k", auth=None))
+    out, err = StringIO(), StringIO()
+    call_command("mantle_validate", str(open_hook), str(keyed), stdout=out, stderr=err)
+    assert err.getvalue().splitlines() == [
+        f"{open_hook}:warning: line 7: triggers[0].auth: the webhook /hooks/w accepts anonymous "
+        "callers (auth: none); give it a secret or let callers send an API key"
+    ]
+    assert out.getvalue().count(": ok (") == 2

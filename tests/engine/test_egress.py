@@ -158,3 +158,67 @@ def test_a_response_body_over_the_cap_fails_the_step_naming_the_limit(policy, li
     with pytest.raises(ActionFailed, match=r"engine\.http\.max_response_bytes \(4096 bytes\)"):
         fetch(f"http://127.0.0.1:{port}/big")
     assert fetch(f"http://127.0.0.1:{port}/ok")["status"] == 200
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "10.0.0.1",  # RFC 1918
+        "10.255.255.254",
+        "172.16.0.1",
+        "172.31.255.254",
+        "192.168.1.1",
+        "100.64.0.1",  # CGNAT (shared address space)
+        "100.127.255.254",
+        "192.0.0.1",  # IETF protocol assignments
+        "192.0.2.1",  # documentation
+        "198.18.0.1",  # benchmarking
+        "240.0.0.1",  # reserved
+        "[fd12:3456::1]",  # IPv6 unique-local
+        "[2001:db8::1]",  # IPv6 documentation
+        "[2002:a00:1::1]",  # 6to4 of 10.0.0.1
+        "[64:ff9b::a00:1]",  # NAT64 of 10.0.0.1
+        "[::ffff:10.0.0.1]",  # IPv4-mapped
+        "[::ffff:100.64.0.1]",
+        "167772161",  # 10.0.0.1 as one decimal number
+        "0xa.1",
+    ],
+)
+def test_the_default_policy_refuses_every_non_public_range(address: str) -> None:
+    # An IP literal resolves without a query and the check runs before any socket connects.
+    with pytest.raises(EgressRefused, match="private, loopback, link-local or reserved"):
+        destination_resolve(f"http://{address}/", HttpConfig())
+
+
+def test_allow_opens_an_internal_network_and_a_host_name() -> None:
+    internal = HttpConfig(allow=(ipaddress.ip_network("10.1.0.0/16"),))
+    assert destination_resolve("http://10.1.2.3:8080/x", internal).url.host == "10.1.2.3"
+    with pytest.raises(EgressRefused):
+        destination_resolve("http://10.2.0.1/", internal)
+
+
+class Counting(httpx.AsyncBaseTransport):
+    """A transport that counts what would have been sent: a refusal must leave it at zero."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        return httpx.Response(200, json={})
+
+
+@pytest.mark.parametrize(
+    "url", ["http://10.0.0.1/", "http://192.168.0.10:8080/", "http://100.64.1.1/"]
+)
+def test_the_action_refuses_before_connecting_and_says_it_is_final(url: str) -> None:
+    transport = Counting()
+
+    async def fetch_() -> dict:
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await run({"url": url}, ActionContext(http=client))
+
+    with ThreadPoolExecutor(1) as thread, pytest.raises(ActionFailed, match="refused") as raised:
+        thread.submit(asyncio.run, fetch_()).result()
+    assert raised.value.retryable is False
+    assert transport.sent == 0

@@ -121,3 +121,16 @@ def test_cancelling_abandons_a_request_in_flight(
     )
     assert (step.completed_at - cancelled_at).total_seconds() <= 1.5  # not the server's 10 s
     assert wait_terminal(execution).status == "cancelled"
+
+
+def test_an_egress_refusal_fails_the_step_at_once_without_a_retry(
+    engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
+) -> None:
+    # 10.0.0.1 is refused by the default policy before any connection (tests/engine/test_egress.py).
+    engine()
+    retry = "retry: {max_attempts: 3, backoff: fixed}"
+    execution = wait_terminal(run(apply(request_workflow("http://10.0.0.1/x", retry=retry))))
+    step = StepExecution.objects.get(execution=execution)
+    assert (execution.status, step.status, step.attempt) == ("failed", "failed", 1)
+    assert "refused" in step.error
+    assert "private, loopback, link-local or reserved" in step.error

@@ -55,7 +55,7 @@ def test_a_rate_per_key_counts_each_key_apart(team, make_workflow):
 @pytest.mark.parametrize(
     ("rate", "path", "message"),
     [
-        ("{max: 0, period: 1s}", "rate_limit.max", "must be an integer > 0"),
+        ("{max: 0, period: 1s}", "rate_limit.max", "must be an integer from 1 to 2147483647"),
         ("{max: 5}", "rate_limit.period", "is required"),
         ("{max: 5, period: 1s, per_key: true}", "rate_limit.per_key", "concurrency_key"),
         ("{max: 5, period: 1s, burst: 2}", "rate_limit.burst", 'unknown key "burst"'),

@@ -24,7 +24,7 @@ TEAM_LIMIT, WORKFLOW_LIMIT, KEY_LIMIT = 8, 5, 2
 KEYED = (
     'concurrency_key: "{{ trigger.payload.customer }}"\n'
     f"max_parallel_per_key: {KEY_LIMIT}\n"
-    "triggers:\n  - type: webhook\n    path: /hooks/limited\n"
+    "triggers:\n  - type: webhook\n    path: /hooks/limited\n    auth: none\n"
 )
 STEP = "  - name: work\n    action: test/sleep\n    params: {seconds: 0.05}\n"
 # Per queue (workflow, key): executions promoted out of it, in creation order.

@@ -76,7 +76,7 @@ def test_a_per_key_limit_needs_a_key() -> None:
 
 def test_a_per_key_limit_is_a_non_negative_integer() -> None:
     assert errors(workflow_yaml(extra=KEYED + "max_parallel_per_key: -1\n")) == [
-        "line 7: max_parallel_per_key: must be an integer >= 0"
+        "line 7: max_parallel_per_key: must be an integer from 0 to 2147483647"
     ]
 
 

@@ -143,8 +143,10 @@ def test_it_reports_every_error_sorted_by_line() -> None:
 
 
 def test_schema_errors_read_with_line_and_path() -> None:
-    error = SchemaError(path="steps[2].max_parallel", message="must be an integer >= 0", line=7)
-    assert str(error) == "line 7: steps[2].max_parallel: must be an integer >= 0"
+    error = SchemaError(
+        path="steps[2].max_parallel", message="must be an integer from 0 to 2147483647", line=7
+    )
+    assert str(error) == "line 7: steps[2].max_parallel: must be an integer from 0 to 2147483647"
     assert str(SchemaError(path="", message="invalid YAML", line=None)) == "invalid YAML"
 
 
@@ -300,12 +302,18 @@ def test_it_requires_a_kebab_case_name(value: str, message: str) -> None:
             ),
         ),
         ("timeout: 0s", (2, "timeout", "must be a duration greater than zero")),
-        ("max_parallel_executions: -1", (2, "max_parallel_executions", "must be an integer >= 0")),
+        (
+            "max_parallel_executions: -1",
+            (2, "max_parallel_executions", "must be an integer from 0 to 2147483647"),
+        ),
         (
             "max_parallel_executions: true",
-            (2, "max_parallel_executions", "must be an integer >= 0"),
+            (2, "max_parallel_executions", "must be an integer from 0 to 2147483647"),
         ),
-        ("max_parallel_executions: 1.5", (2, "max_parallel_executions", "must be an integer >= 0")),
+        (
+            "max_parallel_executions: 1.5",
+            (2, "max_parallel_executions", "must be an integer from 0 to 2147483647"),
+        ),
         (
             "on_limit: drop",
             (2, "on_limit", "must be one of: queue, reject, cancel_running, keep_latest"),
@@ -425,11 +433,11 @@ def test_it_checks_triggers() -> None:
         ("name: a\naction: test/noop\nretry: 3", (5, "steps[0].retry", "must be a mapping")),
         (
             "name: a\naction: test/noop\nretry: {max_attempts: 0}",
-            (5, "steps[0].retry.max_attempts", "must be an integer >= 1"),
+            (5, "steps[0].retry.max_attempts", "must be an integer from 1 to 2147483647"),
         ),
         (
             "name: a\naction: test/noop\nretry: {max_attempts: true}",
-            (5, "steps[0].retry.max_attempts", "must be an integer >= 1"),
+            (5, "steps[0].retry.max_attempts", "must be an integer from 1 to 2147483647"),
         ),
         (
             "name: a\naction: test/noop\nretry: {backoff: linear}",
@@ -453,11 +461,11 @@ def test_it_checks_triggers() -> None:
         ),
         (
             "name: a\naction: test/noop\nfor_each: [1]\nmax_parallel: -1",
-            (6, "steps[0].max_parallel", "must be an integer >= 0"),
+            (6, "steps[0].max_parallel", "must be an integer from 0 to 2147483647"),
         ),
         (
             "name: a\naction: test/noop\nfor_each: [1]\nmax_parallel: false",
-            (6, "steps[0].max_parallel", "must be an integer >= 0"),
+            (6, "steps[0].max_parallel", "must be an integer from 0 to 2147483647"),
         ),
         ("- name: a", (3, "steps[0]", "must be a mapping")),
     ],

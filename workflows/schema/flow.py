@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import cast
 
+from core.bounds import count_problem, duration_problem
 from core.durations import parse_duration
 from teams.models import NAMED_LIMIT_NAME
 from workflows.expression_check import expression_usage
+from workflows.expression_limits import admission_budget
 from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
     ExpressionError,
@@ -72,8 +75,8 @@ def flow_control_read(
     if key is not None:
         _check_template(doc, "concurrency_key", key, input_names)
     per_key = root.get("max_parallel_per_key", 0)
-    if not (isinstance(per_key, int) and not isinstance(per_key, bool) and per_key >= 0):
-        doc.error("max_parallel_per_key", "must be an integer >= 0")
+    if problem := count_problem(per_key):
+        doc.error("max_parallel_per_key", problem)
         per_key = 0
     elif "max_parallel_per_key" in root and key is None:
         doc.error(
@@ -105,8 +108,8 @@ def _rate(doc: Document, value: object, *, keyed: bool) -> RateLimit | None:
     for key in sorted(set(value) - _RATE_KEYS):
         doc.error(f"rate_limit.{key}", f'unknown key "{key}"', at_key=True)
     most = value.get("max")
-    if not (isinstance(most, int) and not isinstance(most, bool) and most > 0):
-        doc.error("rate_limit.max", "must be an integer > 0")
+    if problem := count_problem(most, minimum=1):
+        doc.error("rate_limit.max", problem)
         most = 1
     period = 1.0
     if "period" not in value:
@@ -118,13 +121,15 @@ def _rate(doc: Document, value: object, *, keyed: bool) -> RateLimit | None:
             doc.error("rate_limit.period", str(exc))
     if period <= 0:
         doc.error("rate_limit.period", "must be a duration greater than zero")
+    elif problem := duration_problem(period):
+        doc.error("rate_limit.period", problem)
     per_key = value.get("per_key", False)
     if not isinstance(per_key, bool):
         doc.error("rate_limit.per_key", "must be true or false")
         per_key = False
     elif per_key and not keyed:
         doc.error("rate_limit.per_key", "is only valid together with concurrency_key")
-    return RateLimit(max=most, period=period, per_key=per_key)
+    return RateLimit(max=cast(int, most), period=period, per_key=per_key)
 
 
 def _limits(doc: Document, value: object, known: frozenset[str] | None) -> tuple[str, ...]:
@@ -147,10 +152,10 @@ def _limits(doc: Document, value: object, known: frozenset[str] | None) -> tuple
 
 def _count(doc: Document, root: dict, key: str) -> int:
     value = root.get(key, 0)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    doc.error(key, "must be an integer >= 0")
-    return 0
+    if problem := count_problem(value):
+        doc.error(key, problem)
+        return 0
+    return cast(int, value)
 
 
 def _as_written(value: object) -> str | None:
@@ -170,6 +175,9 @@ def _timeout(doc: Document, path: str, value: object) -> float | None:
         return None
     if seconds <= 0:
         doc.error(path, "must be a duration greater than zero")
+        return None
+    if problem := duration_problem(seconds):
+        doc.error(path, problem)
         return None
     return seconds
 
@@ -197,7 +205,8 @@ def _check_template(doc: Document, path: str, value: object, input_names: frozen
 
 def _check_expression(doc: Document, path: str, source: str, input_names: frozenset[str]) -> None:
     try:
-        compile_expression(source)
+        with admission_budget():  # evaluated at admission, on a web worker
+            compile_expression(source)
         usage = expression_usage(source)
     except ExpressionError as exc:
         doc.error(path, f'invalid expression "{exc.expression}": {exc.message}')

@@ -27,9 +27,10 @@ class InputSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class TriggerSpec:
-    type: str  # "webhook" (path, secret) or "cron" (schedule)
+    type: str  # "webhook" (path, secret, auth) or "cron" (schedule)
     path: str | None = None
     secret: str | None = None
+    auth: str | None = None  # "none": a webhook anyone may call (docs/hostile-input.md)
     schedule: str | None = None
 
     def to_dict(self) -> dict[str, object]:
@@ -37,6 +38,7 @@ class TriggerSpec:
             "type": self.type,
             "path": self.path,
             "secret": self.secret,
+            "auth": self.auth,
             "schedule": self.schedule,
         }
 

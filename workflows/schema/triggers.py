@@ -1,4 +1,8 @@
-"""The triggers of a workflow: webhooks (a path, an optional secret) and cron schedules."""
+"""The triggers of a workflow: webhooks (a path; a secret, or `auth: none`) and cron schedules.
+
+A webhook is authenticated by default (docs/hostile-input.md, Webhook authentication): with a
+`secret` the caller signs the body, without one it sends an API key of the workflow's team;
+`auth: none` opens it to anyone, and `mantle validate` warns about it."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from croniter import croniter
 from workflows.schema.document import Document, index, join
 from workflows.schema.spec import TriggerSpec
 
-_WEBHOOK_KEYS = frozenset({"type", "path", "secret"})
+_WEBHOOK_KEYS = frozenset({"type", "path", "secret", "auth"})
 _CRON_KEYS = frozenset({"type", "schedule"})
 _WEBHOOK_PATH = re.compile(
     r"/hooks/[A-Za-z0-9_-][A-Za-z0-9._~-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._~-]*)*"
@@ -52,7 +56,20 @@ def triggers_read(doc: Document, value: object, check_keys: KeyCheck) -> tuple[T
             secret = trigger.get("secret")
             if "secret" in trigger and not (isinstance(secret, str) and secret):
                 doc.error(join(path, "secret"), "must be a non-empty string")
-            specs.append(TriggerSpec(type="webhook", path=cast(str, hook_path), secret=secret))
+            auth = trigger.get("auth")
+            if "auth" in trigger and auth != "none":
+                doc.error(join(path, "auth"), 'must be "none" (anyone may call the webhook)')
+            elif auth is not None and secret is not None:
+                doc.error(join(path, "auth"), "auth: none and a secret exclude each other")
+            elif auth == "none":
+                doc.warning(
+                    join(path, "auth"),
+                    f"the webhook {hook_path} accepts anonymous callers (auth: none); "
+                    "give it a secret or let callers send an API key",
+                )
+            specs.append(
+                TriggerSpec(type="webhook", path=cast(str, hook_path), secret=secret, auth=auth)
+            )
         elif trigger_type == "cron":
             check_keys(trigger, path, _CRON_KEYS)
             schedule = _required(doc, trigger, "schedule", path)

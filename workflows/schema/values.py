@@ -3,6 +3,9 @@ with the default in its place (a base of the validator)."""
 
 from __future__ import annotations
 
+from typing import cast
+
+from core.bounds import count_problem, duration_problem
 from core.durations import parse_duration
 from workflows.schema.document import Document, join
 
@@ -32,10 +35,11 @@ class ValueReader:
 
     def _int(self, mapping: dict, key: str, path: str, *, minimum: int, default: int = 0) -> int:
         value = mapping.get(key, default)
-        if not ((isinstance(value, int) and not isinstance(value, bool)) and value >= minimum):
-            self.doc.error(join(path, key), f"must be an integer >= {minimum}")
+        problem = count_problem(value, minimum=minimum)
+        if problem:
+            self.doc.error(join(path, key), problem)
             return default
-        return value
+        return cast(int, value)
 
     def _duration(self, mapping: dict, key: str, path: str) -> float | None:
         if key not in mapping:
@@ -47,4 +51,6 @@ class ValueReader:
             return None
         if seconds <= 0:
             self.doc.error(join(path, key), "must be a duration greater than zero")
+        elif problem := duration_problem(seconds):
+            self.doc.error(join(path, key), problem)
         return seconds

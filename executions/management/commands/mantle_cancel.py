@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.terminal import printable
 from executions.cli import execution_find, execution_id_prefix
 from executions.models import Execution
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
@@ -27,5 +28,5 @@ class Command(BaseCommand):
         except Execution.DoesNotExist as exc:
             raise CommandError(f"no execution {found}", returncode=2) from exc
         except (NotCancellable, ExecutionBusy) as exc:
-            raise CommandError(f"not cancelled: {exc}", returncode=1) from exc
+            raise CommandError(f"not cancelled: {printable(exc)}", returncode=1) from exc
         self.stdout.write(f"{found} cancelled")

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.terminal import printable
 from executions.models import TERMINAL, BlockedBy, Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from teams.models import Team
@@ -52,14 +53,14 @@ class Command(BaseCommand):
                 force=options["force"],
             )
         except InvalidInputs as exc:
-            raise CommandError("; ".join(exc.errors), returncode=EXIT_USAGE) from exc
+            raise CommandError(printable("; ".join(exc.errors)), returncode=EXIT_USAGE) from exc
         except ConcurrencyLimitExceeded as exc:
-            raise CommandError(f"rejected: {exc}", returncode=EXIT_REJECTED) from exc
+            raise CommandError(f"rejected: {printable(exc)}", returncode=EXIT_REJECTED) from exc
         for warning in admission.warnings:
-            self.stderr.write(f"warning: {warning}")
+            self.stderr.write(f"warning: {printable(warning)}")
         self.stdout.write(f"{admission.execution.id} {admission.status}")
         if admission.execution.concurrency_key:
-            self.stdout.write(f"concurrency key {admission.execution.concurrency_key}")
+            self.stdout.write(f"concurrency key {printable(admission.execution.concurrency_key)}")
         if admission.status == Status.QUEUED:
             blocked_by = admission.blocked_by
             if blocked_by == BlockedBy.LIMIT:

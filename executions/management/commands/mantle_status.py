@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from core.terminal import printable
 from executions.cli import execution_find, execution_id_prefix
 from executions.models import Status
 from executions.selectors import execution_queue_positions
@@ -27,11 +28,11 @@ class Command(BaseCommand):
             position = execution_queue_positions(executions=[execution]).get(execution.id)
             self.stdout.write(f"queue position {position}, blocked by {execution.blocked_by}")
         if execution.error:
-            self.stdout.write(f"error: {execution.error}")
+            self.stdout.write(f"error: {printable(execution.error)}")
         # A fan-out has up to limits.fanout_items branches: streamed, without their outputs.
         steps = execution.steps.order_by("created_at", "name", "fanout_index")
         fields = ("name", "fanout_index", "status", "attempt", "error")
         for step in steps.only(*fields).iterator(chunk_size=1000):
             branch = "" if step.fanout_index is None else f"[{step.fanout_index}]"
             line = f"  {step.name}{branch}  {step.status}  attempt {step.attempt}"
-            self.stdout.write(line + (f"  {step.error}" if step.error else ""))
+            self.stdout.write(line + (f"  {printable(step.error)}" if step.error else ""))

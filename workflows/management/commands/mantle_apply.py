@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from core.terminal import printable
 from teams.models import Team
 from workflows.management.commands.mantle_validate import read_workflow_file, write_warnings
 from workflows.schema import WorkflowInvalid
@@ -34,7 +35,7 @@ class Command(BaseCommand):
                     applied = workflow_apply(team=owner, content=content)
                 except WorkflowInvalid as exc:
                     for error in exc.errors:
-                        self.stderr.write(f"{path}:{error}")
+                        self.stderr.write(f"{path}:{printable(error)}")
                     raise CommandError(f"{path} is invalid; nothing applied", returncode=1) from exc
                 write_warnings(self.stderr, path, applied.warnings)
                 state = (

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
+from core.terminal import printable
 from workflows.schema import SchemaError, WorkflowInvalid, validate_workflow
 
 
@@ -20,7 +21,7 @@ def read_workflow_file(path: str) -> str:
 
 def write_warnings(stream: OutputWrapper, path: str, warnings: list[SchemaError]) -> None:
     for warning in warnings:
-        stream.write(f"{path}:warning: {warning}")
+        stream.write(f"{path}:warning: {printable(warning)}")
 
 
 class Command(BaseCommand):
@@ -38,7 +39,7 @@ class Command(BaseCommand):
             except WorkflowInvalid as exc:
                 invalid += 1
                 for error in exc.errors:
-                    self.stderr.write(f"{path}:{error}")
+                    self.stderr.write(f"{path}:{printable(error)}")
                 continue
             write_warnings(self.stderr, path, validated.warnings)
             spec = validated.spec
