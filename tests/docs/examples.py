@@ -92,10 +92,8 @@ def examples(page: Path) -> list[Example]:
             while i < len(lines) and not lines[i].startswith("$ "):
                 output.append(lines[i])
                 i += 1
-            status = EXIT.search(command)
-            found.append(
-                Example(command, "\n".join(output), int(status[1]) if status else 0, first_line + start)
-            )
+            status = int(exit_comment[1]) if (exit_comment := EXIT.search(command)) else 0
+            found.append(Example(command, "\n".join(output), status, first_line + start))
     return found
 
 

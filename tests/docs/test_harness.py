@@ -18,9 +18,9 @@ PAGE = """Intro.
 $ curl -i -X POST localhost:8000/api/v1/run/deploy \\
        -d '{}'
 HTTP/1.1 202 Accepted
-Location: /api/v1/executions/%(a)s
+Location: /api/v1/executions/ID
 
-{"execution_id":"%(a)s","status":"pending"}
+{"execution_id":"ID","status":"pending"}
 $ mantle run payments --team demo    # exit 3
 CommandError: rejected
 ```
@@ -33,7 +33,7 @@ name: bad
 ```text
 $ not run
 ```
-""" % {"a": A}
+""".replace("ID", A)
 
 
 def test_a_page_gives_its_commands_outputs_exit_statuses_and_files(tmp_path: Path) -> None:
@@ -72,7 +72,9 @@ def test_times_keys_and_durations_are_placeholders_but_words_and_counts_are_not(
 def test_ellipses_match_any_text_in_a_line_or_any_lines() -> None:
     ids = Ids()
     assert ids.match('{"status":…,"inputs":{}}', '{"status":"running","inputs":{}}')
-    assert ids.match("completed\n…\n  report  completed", "completed\n  a\n  b\n  report  completed")
+    assert ids.match(
+        "completed\n…\n  report  completed", "completed\n  a\n  b\n  report  completed"
+    )
     assert not ids.match('{"status":…,"inputs":{}}', '{"status":"running","inputs":[]}')
 
 

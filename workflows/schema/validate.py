@@ -1,4 +1,4 @@
-"""Workflow YAML → a validated, typed WorkflowSpec (CONTRACT.md §3): every error in a document at
+"""Workflow YAML → a validated, typed WorkflowSpec (docs/workflows.md): every error in a document at
 once, each with its path and line."""
 
 from __future__ import annotations
