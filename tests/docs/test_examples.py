@@ -71,9 +71,10 @@ def test_every_console_example_runs_as_written(
         "CURL_HOME": str(tmp_path),  # its .curlrc: no progress meter, as on a terminal
     }
     (tmp_path / ".curlrc").write_text("silent\nshow-error\n")
-    subprocess.run(
-        ["mantle", "seed-demo"], env=env, check=True, capture_output=True, timeout=COMMAND_TIMEOUT
+    seeded = subprocess.run(
+        ["mantle", "seed-demo"], env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT
     )
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
     server = serve(web_only=False, env={"MANTLE_CONFIG": env["MANTLE_CONFIG"]})
     _, env["MANTLE_KEY"] = api_key_create(team=Team.objects.get(slug="demo"), name="docs")
     workdir = tmp_path / "work"
