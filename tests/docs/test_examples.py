@@ -21,7 +21,7 @@ import yaml
 
 from teams.models import Team
 from teams.services import api_key_create
-from tests.docs.examples import ROOT, Ids, blocks, examples, files, pages
+from tests.docs.examples import FENCE, ROOT, Ids, blocks, examples, files, pages
 from tests.processes import Server
 from workflows.schema import WorkflowInvalid, parse_workflow
 
@@ -52,6 +52,28 @@ def test_the_pages_have_examples_to_run() -> None:
     pass every page."""
     assert len(examples(ROOT / "README.md")) >= 10
     assert files(ROOT / "docs" / "limits.md")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)|src=\"([^\"]+)\"")
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's ids of a page's headings."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", pages(), ids=[p.name for p in pages()])
+def test_every_link_to_a_file_or_heading_resolves(page: Path) -> None:
+    broken = []
+    for link in (a or b for a, b in LINK.findall(FENCE.sub("", page.read_text()))):
+        if re.match(r"\w+:", link):
+            continue  # http:, https:, mailto:
+        target, _, anchor = link.partition("#")
+        path = (page.parent / target).resolve() if target else page
+        if not path.exists() or (anchor and anchor not in _anchors(path)):
+            broken.append(link)
+    assert not broken, f"{page.name}: {broken}"
 
 
 RUNNABLE = [page for page in pages() if examples(page)]
