@@ -1,4 +1,4 @@
-"""Executions: run a workflow, list, get and cancel executions (CONTRACT §5)."""
+"""Executions: run a workflow, list, get and cancel executions (docs/api.md)."""
 
 from __future__ import annotations
 

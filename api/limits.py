@@ -1,4 +1,4 @@
-"""Named limits (CONTRACT §9): `GET /api/v1/limits`, `PUT /api/v1/limits/<name>` `{"max": N}`,
+"""Named limits (docs/limits.md): `GET /api/v1/limits`, `PUT /api/v1/limits/<name>` `{"max": N}`,
 `DELETE /api/v1/limits/<name>` (409 `limit_in_use` while a workflow or an execution uses it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workflows: list, get, and apply a YAML document as a new version (CONTRACT §5)."""
+"""Workflows: list, get, and apply a YAML document as a new version (docs/api.md)."""
 
 from __future__ import annotations
 

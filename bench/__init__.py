@@ -1,1 +1,2 @@
-"""`make bench`: Mantle's figures measured side by side with what PostgreSQL allows (issue 5)."""
+"""`make bench`: Mantle's figures measured side by side with what PostgreSQL allows
+(docs/performance.md)."""

@@ -1,8 +1,8 @@
-"""`python -m bench` (`make bench`): figures 1-4 (admission, HTTP, latency, growth; issue 5) and 5-6
-(engine capacity and throughput beside DBOS; issue 10), 7 (admission through PgBouncer vs
-direct; issue 15), 8 (per-key admission, fairness and plans; issue 13), 9 (named limit + rate
-admission, rate-promotion lateness; issue 14), printed, and written to bench/RESULTS.md when
-every figure ran. A figure that cannot run is a FAILED row and a non-zero exit."""
+"""`python -m bench` (`make bench`, docs/performance.md): figures 1-4 (admission, HTTP, latency,
+growth) and 5-6 (engine capacity and throughput beside DBOS), 7 (admission through PgBouncer vs
+direct), 8 (per-key admission, fairness and plans), 9 (named limit + rate admission,
+rate-promotion lateness), printed, and written to bench/RESULTS.md when every figure ran. A
+figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figure 8 (issue 13): per-key limits.
+"""Figure 8 (docs/performance.md): per-key limits.
 
 - Admission into a keyed workflow (`max_parallel_per_key: 1`, a random key of 10,000 per
   admission, 16 clients) against the unkeyed open workflow of figure 1's hot team, alternating

@@ -1,4 +1,4 @@
-"""Figure 9 (issue 14): shared limits and rates.
+"""Figure 9 (docs/performance.md): shared limits and rates.
 
 - Admission into a workflow holding a named limit of 50 (`limits: [shared]`) with a rate limit of
   1,000 per second, 16 clients, while two threads complete slot holders (each completion frees a

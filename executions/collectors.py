@@ -1,4 +1,4 @@
-"""Gauges of CONTRACT §7 computed from the database at scrape time, so they always equal it.
+"""Gauges of docs/api.md computed from the database at scrape time, so they always equal it.
 
 One statement reads both per-workflow gauges: the queue depth and the running count of a scrape
 come from one snapshot. Every workflow with a current version gets a series, 0 included, and

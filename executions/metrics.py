@@ -1,4 +1,4 @@
-"""Prometheus metrics of CONTRACT §7 that are events (counters, histograms), and the scrape.
+"""Prometheus metrics of docs/api.md that are events (counters, histograms), and the scrape.
 
 Queue depth and running counts are gauges read from the database at scrape time (see
 executions.collectors), so they always equal the database.

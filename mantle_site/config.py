@@ -1,4 +1,4 @@
-"""mantle.yaml → a typed, validated configuration (CONTRACT §2).
+"""mantle.yaml → a typed, validated configuration (docs/operations.md, Configuration).
 
 Read from $MANTLE_CONFIG, else ./mantle.yaml. Every key is optional; `MANTLE_<SECTION>_<KEY>`
 environment variables override the file. An unknown key or a bad value raises ConfigError naming

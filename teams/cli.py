@@ -1,5 +1,5 @@
 """What the `mantle teams` and `mantle limits` commands share: parsing a count, finding a team
-(exit 2 when unknown, CONTRACT §6) and saying a validation error in one line."""
+(exit 2 when unknown, docs/cli.md) and saying a validation error in one line."""
 
 from __future__ import annotations
 

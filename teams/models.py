@@ -42,9 +42,9 @@ NAMED_LIMIT_NAME = r"[a-z][a-z0-9_-]*"
 
 
 class NamedLimit(models.Model):
-    """A limit of one team that workflows share (CONTRACT §9): every execution of a workflow
-    that lists it under `limits:` holds one of its slots while pending or running. Held slots
-    are counted from executions' rows (Execution.named_limits), never kept here."""
+    """A limit of one team that workflows share (docs/limits.md, Named limits): every execution
+    of a workflow that lists it under `limits:` holds one of its slots while pending or running.
+    Held slots are counted from executions' rows (Execution.named_limits), never kept here."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="named_limits")
     name = models.CharField(

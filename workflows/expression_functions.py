@@ -1,5 +1,5 @@
 """The functions expressions may call: CEL's own, and upstream Mantle's with upstream's semantics
-(Go's strconv, fmt ``%v``, encoding/json and time layouts), CONTRACT §3.
+(Go's strconv, fmt ``%v``, encoding/json and time layouts), docs/workflows.md, Functions.
 
 Every function is listed with the argument counts it takes, so that an unknown function or a
 wrong arity is a validation error when a workflow is applied rather than a failed run.

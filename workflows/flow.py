@@ -1,6 +1,6 @@
 """The flow-control values of one admission, evaluated once from its inputs and trigger
-(CONTRACT §9): the concurrency key and the priority. Failures are the caller's input errors (400
-`invalid_inputs`), raised before anything is written."""
+(docs/limits.md, Per-key limits and fairness): the concurrency key and the priority. Failures
+are the caller's input errors (400 `invalid_inputs`), raised before anything is written."""
 
 from __future__ import annotations
 

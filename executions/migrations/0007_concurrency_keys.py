@@ -1,4 +1,4 @@
-"""Concurrency keys (CONTRACT §9, issue 13): the key of each execution, its indexes, and
+"""Concurrency keys (docs/limits.md): the key of each execution, its indexes, and
 mantle_admit with the key (its lock, its slot holders, its queue), without the django-q2 task
 arguments that were always NULL since the step workers (migration 0005).
 

@@ -1,4 +1,4 @@
-"""Priority (CONTRACT §9, issue 13): each execution's 0-9, the key queue index in promotion
+"""Priority (docs/limits.md): each execution's 0-9, the key queue index in promotion
 order, and mantle_admit writing it.
 
 The function is frozen here as rendered from executions/sql/ when this migration was written

@@ -1,4 +1,4 @@
-"""Strategies (CONTRACT §9, issue 13): mantle_admit names the execution a cancel_running or
+"""Strategies (docs/limits.md): mantle_admit names the execution a cancel_running or
 keep_latest newcomer supersedes (a new result column, so the function is dropped and created).
 
 The function is frozen here as rendered from executions/sql/ when this migration was written

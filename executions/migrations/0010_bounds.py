@@ -1,4 +1,4 @@
-"""Bounds (CONTRACT §9, issue 13): mantle_admit rejects a newcomer whose queue holds
+"""Bounds (docs/limits.md): mantle_admit rejects a newcomer whose queue holds
 max_queued already (scope queue_full, a longer rejection scope).
 
 The function is frozen here as rendered from executions/sql/ when this migration was written

@@ -1,4 +1,4 @@
-"""Admission counts slot holders only up to their limit (issue 10): a count is compared with
+"""Admission counts slot holders only up to their limit (docs/performance.md): a count is compared with
 its limit alone, so it reads at most that many rows, and none when there is no limit. Unbounded,
 every admission of an unlimited team read each live execution of the team twice (and the dead
 index entries that finished ones leave until vacuum).

@@ -1,4 +1,4 @@
-"""Named limits (CONTRACT §9, issue 14): an execution holds a slot of each named limit its
+"""Named limits (docs/limits.md): an execution holds a slot of each named limit its
 workflow lists (named_limits, the limits' ids, resolved by admission under the locks); a queued
 one names the limit that blocks it (blocked_by "limit", blocked_by_limit). mantle_admit locks the
 workflow's named limits in name order between the team's lock and the workflow's, counts their

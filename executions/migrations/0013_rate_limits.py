@@ -1,4 +1,4 @@
-"""Rate limits (CONTRACT §9, issue 14): an execution records when it became pending
+"""Rate limits (docs/limits.md): an execution records when it became pending
 (pending_at, set by admission and promotion; rows from before stay NULL and count in no window),
 which a rate window counts (index execution_rate_window). mantle_admit queues (blocked_by
 "rate") or rejects (scope "rate") a newcomer whose window is full, and returns the whole seconds

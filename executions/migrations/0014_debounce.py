@@ -1,4 +1,4 @@
-"""Debounce (CONTRACT §9, issue 14): a debounced execution is admitted queued (blocked_by
+"""Debounce (docs/limits.md): a debounced execution is admitted queued (blocked_by
 "debounce") with not_before, its admission + the workflow's debounce; a newer one of its key
 supersedes it in the same admission; promotion passes it over until not_before, and the engine
 clock promotes its team when it is due. mantle_admit decides it first (same signature).

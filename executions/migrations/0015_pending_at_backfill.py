@@ -1,4 +1,4 @@
-"""Rate windows count what became pending before the rate-limit upgrade (issue 14): 0013 added
+"""Rate windows count what became pending before the rate-limit upgrade (docs/limits.md): 0013 added
 pending_at, set by admission and promotion from then on, so an execution that became pending
 before it kept NULL and counted in no window (a workflow given `rate_limit` just after the
 upgrade could admit its max on top of what it had just run). This sets pending_at where it is

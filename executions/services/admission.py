@@ -1,4 +1,4 @@
-"""Admission: the one place that decides pending, queued or rejected (CONTRACT §4).
+"""Admission: the one place that decides pending, queued or rejected (docs/limits.md).
 
 A request, a CLI call, a cron tick and a webhook all come here. The decision is the PL/pgSQL
 function `mantle_admit` (executions/sql/mantle_admit.sql), one statement: lock the team, then the
@@ -112,7 +112,7 @@ def blocked_by_name(execution: Execution) -> str | None:
     return None
 
 
-# The strategies that end an execution to make room for a newcomer (CONTRACT §9).
+# The strategies that end an execution to make room for a newcomer (docs/limits.md).
 SUPERSEDING = (OnLimit.CANCEL_RUNNING, OnLimit.KEEP_LATEST)
 
 _SPECS: dict[tuple[int, str], WorkflowSpec] = {}

@@ -1,4 +1,4 @@
-"""queue_timeout (CONTRACT §9): a queued execution not promoted in time ends `timed_out`, with
+"""queue_timeout (docs/limits.md): a queued execution not promoted in time ends `timed_out`, with
 `error: "queued longer than <timeout>"`. The backup poller runs it before it promotes, so it
 happens within one poll of the deadline. A queued execution holds no slot: no count changes."""
 

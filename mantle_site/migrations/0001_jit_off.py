@@ -3,7 +3,7 @@ worker process, a pooler's server connection: PgBouncer drops a client's start-u
 
 Mantle's statements are short and run thousands of times a second; JIT compiles a statement
 whose plan cost passes jit_above_cost, every time it runs. Promotion's read of a queue of 1,000
-crossed it once the table was analyzed: 923 ms of compiling for 1 ms of execution (issue 14).
+crossed it once the table was analyzed: 923 ms of compiling for 1 ms of execution.
 
 A role that does not own the database cannot set it: the migration then warns and goes on (a
 DBA can run the same ALTER DATABASE), since Mantle is correct either way, only slower.

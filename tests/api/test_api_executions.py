@@ -1,5 +1,5 @@
 """Executions: list (filters, cursor pagination), detail with steps, the steps a page at a time,
-cancel (CONTRACT §5)."""
+cancel (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`POST /hooks/<path>` (CONTRACT §5)."""
+"""`POST /hooks/<path>` (docs/api.md, Webhooks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Concurrency keys over HTTP (CONTRACT §9): the 202 body and the execution's JSON, 400 for a key
+"""Concurrency keys over HTTP (docs/limits.md): the 202 body and the execution's JSON, 400 for a key
 that cannot be evaluated, and 400 at apply time for a bad key (429 with the key's scope:
 test_api_run's TestRejection)."""
 

@@ -1,4 +1,4 @@
-"""Named limits over HTTP (CONTRACT §9): list, set, delete, and the 202 / 429 of a run that one
+"""Named limits over HTTP (docs/limits.md): list, set, delete, and the 202 / 429 of a run that one
 of them blocks; a rate limit's 429 `rate_limited` with Retry-After."""
 
 from __future__ import annotations

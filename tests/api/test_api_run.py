@@ -1,4 +1,4 @@
-"""`POST /api/v1/run/<workflow>` (CONTRACT §5)."""
+"""`POST /api/v1/run/<workflow>` (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Workflows, queues, health, metrics and the JSON error pages (CONTRACT §5, §7)."""
+"""Workflows, queues, health, metrics and the JSON error pages (docs/api.md)."""
 
 from __future__ import annotations
 

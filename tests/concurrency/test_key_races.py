@@ -1,4 +1,4 @@
-"""Per-key limits under concurrency (CONTRACT §9): 200 admissions over 20 keys racing each other
+"""Per-key limits under concurrency (docs/limits.md): 200 admissions over 20 keys racing each other
 and completions, in threads and in processes, a sampler checking every key and the workflow at
 every observation; and the same flood without locks, which the sampler catches."""
 

@@ -1,4 +1,4 @@
-"""Named limits under concurrency (CONTRACT §9): admissions of two workflows sharing a named
+"""Named limits under concurrency (docs/limits.md): admissions of two workflows sharing a named
 limit race each other and completions, a sampler checking the limit's holders at every
 observation; the same flood without locks, which the sampler catches; and every kind of limit at
 once (team, named, workflow, key), each held in every sample."""

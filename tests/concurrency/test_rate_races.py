@@ -1,4 +1,4 @@
-"""Rate limits under concurrency (CONTRACT §9), the issue's burst: 100 admissions in threads
+"""Rate limits under concurrency (docs/limits.md), a burst: 100 admissions in threads
 against `max: 10, period: 2s` while the real engine clock promotes as the window slides: never
 more than 10 became pending in any 2 s window (checked over all 100 rows' pending_at, ~20 s),
 each queued one promoted within 1 s of the moment the window admits it (the first included);

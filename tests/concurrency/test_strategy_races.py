@@ -1,4 +1,4 @@
-"""The strategies under concurrency (CONTRACT §9): cancel_running racing completions, and
+"""The strategies under concurrency (docs/limits.md): cancel_running racing completions, and
 keep_latest and debounce floods on one key, with a sampler checking at every observation; without
 locks a debounce flood leaves several waiting."""
 

@@ -1,6 +1,6 @@
-"""Engine capacity (CONTRACT §10), against real step-worker processes: a step waiting on I/O holds
-a slot, not a process; a worker never runs more than its slots; a retry's backoff holds nothing;
-a killed worker's steps are reaped and retried, never run twice at once."""
+"""Engine capacity (docs/architecture.md, The worker model), against real step-worker processes: a
+step waiting on I/O holds a slot, not a process; a worker never runs more than its slots; a retry's
+backoff holds nothing; a killed worker's steps are reaped and retried, never run twice at once."""
 
 from __future__ import annotations
 

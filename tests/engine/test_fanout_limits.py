@@ -1,5 +1,5 @@
-"""Hostile fan-outs against real step workers (issue 16, engine side): a fan-out's rows are
-created in bounded batches as branches become runnable, its size is limited, the reaper never
+"""Hostile fan-outs against real step workers (docs/hostile-input.md, engine side): a fan-out's rows
+are created in bounded batches as branches become runnable, its size is limited, the reaper never
 re-dispatches work, and one team's huge fan-out cannot hold back another team's start."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_a_fanout_of_20_never_runs_more_than_max_parallel_branches(
 def test_a_false_if_skips_the_step_and_its_dependants_still_run_seeing_it_skipped(
     engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
 ) -> None:
-    # Upstream's rule (CONTRACT §3): a skipped step counts as resolved.
+    # Upstream's rule (docs/workflows.md): a skipped step counts as resolved.
     engine()
     workflow = apply("""
 name: skipping

@@ -1,4 +1,4 @@
-"""Bounded queues (CONTRACT §9): max_queued rejects with queue_full and writes nothing;
+"""Bounded queues (docs/limits.md): max_queued rejects with queue_full and writes nothing;
 queue_timeout ends a queued execution timed_out at the first poll past its deadline."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Debounce (CONTRACT §9): an execution is admitted queued (`blocked_by: "debounce"`) and
+"""Debounce (docs/limits.md): an execution is admitted queued (`blocked_by: "debounce"`) and
 promoted once `debounce` passes with no newer execution of its key, which supersedes it; then
 every other limit applies. The real engine clock promotes it when it is due."""
 

@@ -1,4 +1,4 @@
-"""Fair promotion (CONTRACT §9): keys are served round-robin, the key promoted least recently
+"""Fair promotion (docs/limits.md): keys are served round-robin, the key promoted least recently
 first, oldest first within a key, so one key's backlog never starves another key."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Concurrency keys in admission and promotion (CONTRACT §9): a limit per key value, FIFO per
+"""Concurrency keys in admission and promotion (docs/limits.md): a limit per key value, FIFO per
 key, what blocks a queued execution, and key locks that may collide without breaking a count."""
 
 from __future__ import annotations

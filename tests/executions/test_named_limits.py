@@ -1,4 +1,4 @@
-"""Named limits (CONTRACT §9): a team's limit shared by every workflow that lists it, held while
+"""Named limits (docs/limits.md): a team's limit shared by every workflow that lists it, held while
 pending or running, in admission and promotion alike; the CLI, the admin and the gauge."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Priority (CONTRACT §9): a queue is promoted highest first, FIFO among equals; a newcomer
+"""Priority (docs/limits.md): a queue is promoted highest first, FIFO among equals; a newcomer
 never overtakes an equal or higher priority; positions are places in that order."""
 
 from __future__ import annotations

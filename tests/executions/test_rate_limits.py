@@ -1,4 +1,4 @@
-"""Rate limits (CONTRACT §9): a rejecting workflow over its rate says when to retry; a rate per
+"""Rate limits (docs/limits.md): a rejecting workflow over its rate says when to retry; a rate per
 key; the schema. (The burst against a rate, racing the engine clock's promotions:
 tests/concurrency/test_rate_races.py.)"""
 

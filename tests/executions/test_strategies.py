@@ -1,4 +1,4 @@
-"""on_limit cancel_running and keep_latest (CONTRACT §9): decided inside the locked admission,
+"""on_limit cancel_running and keep_latest (docs/limits.md): decided inside the locked admission,
 the superseded execution ended through the one terminal transition."""
 
 from __future__ import annotations

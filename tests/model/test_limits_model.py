@@ -1,6 +1,6 @@
 """Model-based test: random interleavings of admit / force / complete / fail / cancel /
 change-limit / clock / poller against the real database, checked after every step against a plain
-Python model of the rules in CONTRACT §4 and §9 (keys, fair promotion, priority, the strategies,
+Python model of the rules of docs/limits.md (keys, fair promotion, priority, the strategies,
 max_queued and queue_timeout, two named limits shared by three workflows, one of them listing
 both, listed and unlisted, deleted while in use (refused) and once unused, rate limits per
 workflow and per key, rejections by a named limit and by a rate with its Retry-After, and
@@ -567,10 +567,10 @@ class LimitsModel(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from([GATE, POOL]), unlisted_first=st.booleans())
     def delete_named_limit(self, name: str, unlisted_first: bool) -> None:
-        # CONTRACT §9 and services/named_limits.py: refused while a workflow lists it or a live
-        # execution holds or waits for one of its slots, naming both. unlisted_first: how an
-        # operator deletes gate, once shared and guarded no longer list it (refused while
-        # executions admitted under their old versions hold or wait for it).
+        # docs/limits.md (Named limits) and services/named_limits.py: refused while a workflow
+        # lists it or a live execution holds or waits for one of its slots, naming both.
+        # unlisted_first: how an operator deletes gate, once shared and guarded no longer list it
+        # (refused while executions admitted under their old versions hold or wait for it).
         if unlisted_first and name == GATE:
             for workflow in RELISTABLE:
                 self.relist(workflow, gate=False)

@@ -1,4 +1,4 @@
-"""API-key authentication (teams/auth.py) as the API sees it (CONTRACT §5)."""
+"""API-key authentication (teams/auth.py) as the API sees it (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def cluster(database: None, api: str, tmp_path_factory: pytest.TempPathFactory) 
     """One worker cluster (`mantle serve --workers-only`) for every run of the module: it only
     claims what each test admits, each test's under a team of its own. Started per test it cost
     about 7 s each."""
-    # The workers read env from MANTLE_ENV_* of their own environment (CONTRACT §2).
+    # The workers read env from MANTLE_ENV_* of their own environment (docs/workflows.md).
     env = {f"MANTLE_ENV_{name}": value for name, value in workers_env(api).items()}
     log = tmp_path_factory.mktemp("corpus") / "cluster.log"
     cluster = Cluster(workers=2, slots=100, broker="orm", log=log, env=env)

@@ -1,5 +1,5 @@
 """Upstream-style expressions are checked when a workflow is applied: what they read and call,
-reported at the path and line of the expression (CONTRACT §3)."""
+reported at the path and line of the expression (docs/workflows.md)."""
 
 from __future__ import annotations
 

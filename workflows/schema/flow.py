@@ -1,4 +1,4 @@
-"""The flow-control keys of a workflow (CONTRACT §9): what admission and promotion read besides
+"""The flow-control keys of a workflow (docs/limits.md): what admission and promotion read besides
 `max_parallel_executions` — the concurrency key and its limit, the priority, `on_limit`, and
 the queue's bounds (`max_queued`, `queue_timeout`), the team's named limits it holds a slot
 of (`limits`), its rate limit (`rate_limit: {max, period, per_key}`) and `debounce`.

@@ -148,7 +148,7 @@ class WorkflowSpec:
             timeout=data["timeout"],
             max_parallel_executions=data["max_parallel_executions"],
             on_limit=data["on_limit"],
-            # Specs stored before flow control (issue 13) have none of its keys.
+            # Specs stored before flow control (docs/limits.md) have none of its keys.
             concurrency_key=data.get("concurrency_key"),
             max_parallel_per_key=data.get("max_parallel_per_key", 0),
             priority=data.get("priority", 0),

@@ -1,5 +1,5 @@
 """`mantle limits set|list|delete`: a team's named limits, shared by the workflows that list
-them (CONTRACT §9). Exit 2 on bad usage (an unknown team, a bad name), 1 when a delete is refused
+them (docs/limits.md). Exit 2 on bad usage (an unknown team, a bad name), 1 when a delete is refused
 because the limit is in use."""
 
 from __future__ import annotations

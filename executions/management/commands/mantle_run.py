@@ -1,6 +1,6 @@
 """`mantle run <workflow> --team <slug>`: admit an execution like any other caller.
 
-Exit codes (CONTRACT §6): 0 admitted (pending or queued), 3 rejected by a limit, 2 bad usage or
+Exit codes (docs/cli.md): 0 admitted (pending or queued), 3 rejected by a limit, 2 bad usage or
 unknown workflow; with --wait, 0 only when it completes and 1 when it fails, is cancelled or times
 out.
 """

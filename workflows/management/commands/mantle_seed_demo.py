@@ -1,7 +1,7 @@
-"""`mantle seed-demo`: the `demo` team, the example workflows, an API key and an admin sign-in,
-for `make run`. Safe to run again: workflows only get a new version when their file changed, and
-the key and the password kept in .mantle/credentials stay as they are while they still work
-(teams.credentials)."""
+"""`mantle seed-demo`: the `demo` team with its named limit `prod-db`, the example workflows, an
+API key and an admin sign-in, for `make run`. Safe to run again: workflows only get a new version
+when their file changed, a `prod-db` that exists keeps its max, and the key and the password kept
+in .mantle/credentials stay as they are while they still work (teams.credentials)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from teams.credentials import credentials_path, demo_credentials_ensure
-from teams.models import Team
-from teams.services import team_create
+from teams.models import NamedLimit, Team
+from teams.services import named_limit_set, team_create
 from workflows.services import workflow_apply
 
 
@@ -25,6 +25,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, examples: str, **options: Any) -> None:
         team = Team.objects.filter(slug="demo").first() or team_create(slug="demo", name="Demo")
+        if not NamedLimit.objects.filter(team=team, name="prod-db").exists():
+            named_limit_set(team=team, name="prod-db", max=2)  # listed by examples/backfill.yaml
         for path in sorted(Path(examples).glob("*.yaml")):
             applied = workflow_apply(team=team, content=path.read_text())
             self.stdout.write(f"workflow {applied.workflow.name} v{applied.version.number}")
