@@ -47,7 +47,7 @@ def run_forever(stop: threading.Event) -> None:
             with locks.session_lock(locks.Namespace.ENGINE_TICKER) as held:
                 end = time.monotonic() + SPAN
                 while held and not stop.is_set() and time.monotonic() < end:
-                    if not _tick_safely(state):
+                    if held.lost() or not _tick_safely(state):
                         break  # take the lock again: its connection may be gone too
                     stop.wait(RESOLUTION)
         except Exception:
