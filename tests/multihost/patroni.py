@@ -248,6 +248,12 @@ class PatroniCluster:
         with psycopg.connect(self.client_url, autocommit=True) as conn:
             return conn.execute(sql, params).fetchall()
 
+    def query_node(self, name: str, sql: str, params: list[object] | None = None) -> list[tuple]:
+        """On that host's server, primary or standby."""
+        url = f"postgresql://postgres@{self.nodes[name].host.back}:{POSTGRES_PORT}/{DATABASE}"
+        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+            return conn.execute(sql, params).fetchall()
+
     def manage(self, script: str) -> str:
         env = {
             **os.environ,
@@ -284,6 +290,28 @@ class PatroniCluster:
         node = self.nodes[name]
         assert not node.running()
         node.start()
+
+    def heal(self) -> None:
+        """Patroni again on every database host that lost it; a leader and a sync standby."""
+        for node in self.databases:
+            if not node.running():
+                node.start()
+        self.wait_healthy()
+
+    def writable_inside(self, name: str) -> bool:
+        """Whether that host's PostgreSQL accepts writes, asked from the host itself (it may be
+        cut off from every other)."""
+        bin_dir = postgres_bin()
+        assert bin_dir is not None
+        asked = subprocess.run(
+            [*self.nodes[name].host.prefix, str(bin_dir / "psql"), "-h", "127.0.0.1",
+             "-U", "postgres", "-tAc", "SELECT pg_is_in_recovery()", "postgres"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={**os.environ, "PGCONNECT_TIMEOUT": "2"},
+        )  # fmt: skip
+        return asked.returncode == 0 and asked.stdout.strip() == "f"
 
     def switchover(self, leader: str, candidate: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

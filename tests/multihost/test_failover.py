@@ -27,16 +27,17 @@ from tests.multihost import network as netns
 from tests.multihost import patroni
 from tests.multihost.hosts import AppHost
 from tests.multihost.network import Network
-from tests.multihost.patroni import PatroniCluster
+from tests.multihost.patroni import TTL, PatroniCluster
 from tests.multihost.sampler import Sampler
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
 TEAM = "failover"
 SECRET = "failover-hook-secret"
-WEBHOOKS = 150  # per test
+WEBHOOKS = 150  # at least, per test
 CLIENTS = 6
-PACE = 0.05  # seconds a client waits between two webhooks: the flood outlasts the disruption
+PACE = 0.1  # seconds a client waits between two webhooks
+AFTER = 3.0  # seconds the flood goes on after the disruption
 TEAM_LIMIT, WORKFLOW_LIMIT, KEY_LIMIT = 6, 4, 2
 KEYED = (
     'concurrency_key: "{{ trigger.payload.customer }}"\n'
@@ -159,13 +160,9 @@ def deliver(client: httpx.Client, url: str, delivery: Delivery) -> None:
 
 @dataclass
 class Flood:
-    """WEBHOOKS deliveries over both web hosts; `disrupt` runs once a third are answered."""
-
-    deliveries: list[Delivery]
+    deliveries: list[Delivery] = field(default_factory=list)
     disrupted_at: float = 0.0  # time.monotonic()
-
-    def admitted(self) -> list[Delivery]:
-        return [d for d in self.deliveries if d.status in (200, 202)]
+    recovered_at: float = 0.0  # the disruption's call returned
 
     def answers(self) -> list[Attempt]:
         return [a for d in self.deliveries for a in d.attempts]
@@ -179,28 +176,42 @@ class Flood:
         return [a for a in self.answers() if a.status == 503]
 
 
-def flood(failover: Failover, name: str, disrupt: Callable[[], None]) -> Flood:
-    result = Flood(
-        [
-            Delivery(f"/hooks/fo-{('limited', 'open')[n % 4 // 2]}", f"{name}-{n}")
-            for n in range(WEBHOOKS)
-        ]
-    )
+def flood(
+    failover: Failover, name: str, disrupt: Callable[[], None], count: int = WEBHOOKS
+) -> Flood:
+    """At least `count` webhooks over both web hosts; `disrupt` runs once a third of them are
+    answered, and new ones keep coming while it runs and AFTER seconds past it."""
+    result = Flood()
+    lock = threading.Lock()
     answered = threading.Semaphore(0)
 
-    def client(n: int) -> None:
+    def next_delivery() -> Delivery | None:
+        with lock:
+            n = len(result.deliveries)
+            over = result.recovered_at and time.monotonic() > result.recovered_at + AFTER
+            if n >= count and over:
+                return None
+            delivery = Delivery(f"/hooks/fo-{('limited', 'open')[n % 4 // 2]}", f"{name}-{n}")
+            result.deliveries.append(delivery)
+            return delivery
+
+    def client() -> None:
         with httpx.Client(timeout=15) as http:
-            for delivery in result.deliveries[n::CLIENTS]:
-                deliver(http, failover.apps[int(delivery.key.rsplit("-", 1)[1]) % 2].url, delivery)
+            while delivery := next_delivery():
+                app = failover.apps[int(delivery.key.rsplit("-", 1)[1]) % 2]
+                deliver(http, app.url, delivery)
                 answered.release()
                 time.sleep(PACE)
 
     with ThreadPoolExecutor(CLIENTS) as pool:
-        running = [pool.submit(client, n) for n in range(CLIENTS)]
-        for _ in range(WEBHOOKS // 3):
+        running = [pool.submit(client) for _ in range(CLIENTS)]
+        for _ in range(count // 3):
             answered.acquire(timeout=60)
         result.disrupted_at = time.monotonic()
-        disrupt()
+        try:
+            disrupt()
+        finally:
+            result.recovered_at = time.monotonic()
         for future in running:
             future.result()
     return result
@@ -232,8 +243,14 @@ def check(failover: Failover, result: Flood, sampler: Sampler, label: str) -> di
             any(n > KEY_LIMIT for n in per_key.values()),
         ]
     )
+    unavailable = result.unavailable()
     figures = {
         "first_202_after": round(result.first_admitted_after(result.disrupted_at), 2),
+        "503_window": round(
+            max((a.ended for a in unavailable), default=0.0)
+            - min((a.started for a in unavailable), default=0.0),
+            2,
+        ),
         "answers": dict(Counter(a.status for a in answers)),
         "final": dict(Counter(d.status for d in result.deliveries)),
         "503s": len(result.unavailable()),
@@ -256,7 +273,7 @@ def check(failover: Failover, result: Flood, sampler: Sampler, label: str) -> di
     assert {d.status for d in result.deliveries} <= {200, 202}, "a client gave up"
     assert lost == [] and duplicated == [] and unreported == []
     unfinished = [step for step in steps if step[2] != "completed"]
-    assert statuses == {"completed": WEBHOOKS}, (statuses, unfinished)
+    assert statuses == {"completed": len(keys)}, (statuses, unfinished)
     assert unfinished == []
     assert Counter((execution, name) for execution, name, *_ in steps).most_common(1)[0][1] == 1
     assert sampler.samples > 50
@@ -289,5 +306,85 @@ def test_the_primary_killed_mid_flood_loses_nothing(failover: Failover) -> None:
     new = cluster.wait_leader(other_than=old)
     figures = check(failover, result, sampler, f"kill of {old} -> {new}")
     assert figures["503s"], "the kill went unnoticed: no 503 answered"
+    assert figures["first_202_after"] < 3 * TTL
     assert readiness[0][1] == 503, "/readyz did not report the outage"
     assert all(ready(app) == 200 for app in failover.apps), "/readyz did not report the recovery"
+
+
+def test_the_old_primary_returns_as_a_standby_and_the_cluster_serves_on(
+    failover: Failover,
+) -> None:
+    cluster = failover.cluster
+    if all(node.running() for node in cluster.databases):  # run alone: make an old primary
+        cluster.kill(old := cluster.leader_node().name)
+        cluster.wait_leader(other_than=old)
+    (old_node,) = [node for node in cluster.databases if not node.running()]
+    leader = cluster.wait_leader()
+    cluster.restart(old_node.name)
+    cluster.wait_healthy()
+    members = {m["name"]: m for m in cluster.members()}
+    assert cluster.leader() == leader
+    assert members[old_node.name]["role"] == "sync_standby"
+    assert members[old_node.name]["timeline"] == members[leader]["timeline"]
+    rewound = "pg_rewind" in old_node.log.read_text()
+
+    with Sampler(cluster.client_url, TEAM) as sampler:
+        result = flood(failover, "rejoined", lambda: None, count=30)
+    figures = check(failover, result, sampler, f"{old_node.name} back as standby")
+    assert set(figures["answers"]) == {202}  # type: ignore[arg-type]
+    # The returned standby holds what the new primary admitted (synchronous replication).
+    keys = [webhook_idempotency_key(d.path, d.key) for d in result.deliveries]
+    deadline = time.monotonic() + 30
+    while (standby := cluster.query_node(old_node.name, EXECUTIONS_SQL, [TEAM, keys])) and len(
+        standby
+    ) < len(keys):
+        assert time.monotonic() < deadline, len(standby)
+        time.sleep(0.5)
+    assert len(standby) == len(keys)
+    print(f"[hosts] failover: {old_node.name} rejoined, pg_rewind in its log: {rewound}")
+
+
+def test_a_switchover_under_the_flood_loses_nothing(failover: Failover) -> None:
+    cluster = failover.cluster
+    cluster.heal()
+    old = cluster.leader_node().name
+    (candidate,) = [node.name for node in cluster.databases if node.name != old]
+
+    def switchover() -> None:
+        done = cluster.switchover(old, candidate)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    with Sampler(cluster.client_url, TEAM) as sampler:
+        result = flood(failover, "switchover", switchover)
+    assert cluster.wait_leader() == candidate
+    check(failover, result, sampler, f"switchover {old} -> {candidate}")
+    cluster.wait_healthy()  # the old primary follows the new one as its sync standby
+
+
+def test_a_partitioned_primary_is_demoted_and_nothing_is_lost(failover: Failover) -> None:
+    cluster = failover.cluster
+    cluster.heal()
+    old = cluster.leader_node()
+    bridge = failover.network.bridges[0]
+    demoted_after: list[float] = []
+
+    def partition() -> None:
+        cut = time.monotonic()
+        old.host.cut_back_link(bridge)
+        try:
+            cluster.wait_leader(other_than=old.name)
+            while cluster.writable_inside(old.name):
+                assert time.monotonic() < cut + 3 * TTL, "the isolated primary still writable"
+                time.sleep(0.5)
+            demoted_after.append(time.monotonic() - cut)
+            time.sleep(max(0.0, cut + TTL + 5 - time.monotonic()))  # longer than the DCS TTL
+        finally:
+            old.host.restore_back_link(bridge)
+
+    with Sampler(cluster.client_url, TEAM) as sampler:
+        result = flood(failover, "partition", partition)
+    cluster.wait_leader(other_than=old.name)
+    figures = check(failover, result, sampler, f"partition of {old.name}")
+    cluster.wait_healthy()  # the old primary rejoins as a standby
+    print(f"[hosts] failover: isolated primary read-only {demoted_after[0]:.1f}s after the cut")
+    assert figures["503s"]
