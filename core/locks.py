@@ -173,7 +173,8 @@ class SessionLock:
 def session_lock(namespace: Namespace, key: int = 0) -> Iterator[SessionLock]:
     """Non-blocking, held for the `with` block on a connection of its own (so the holder's
     transactions are unaffected), and released by PostgreSQL when that connection or the whole
-    process dies: a lease with no expiry to tune. Yields whether this process holds it."""
+    process dies: a lease with no expiry to tune. Yields whether this process holds it (and
+    whether it lost it since)."""
     holder = connections.create_connection(settings.DIRECT_DATABASE_ALIAS)
     try:
         with holder.cursor() as cursor:
