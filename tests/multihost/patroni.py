@@ -104,10 +104,11 @@ class PatroniCluster:
             directory = self.directory / name
             directory.mkdir(mode=0o700)
             (directory / "raft").mkdir(mode=0o700)
+            own = f"{host.back}:{RAFT_PORT}"
             raft = {
                 "data_dir": str(directory / "raft"),
-                "self_addr": f"{host.back}:{RAFT_PORT}",
-                "partner_addrs": [addr for addr in raft_addrs if not addr.startswith(host.back)],
+                "self_addr": own,
+                "partner_addrs": [addr for addr in raft_addrs if addr != own],
             }
             config: dict = {"scope": SCOPE, "name": name, "raft": raft}
             command = "patroni.raft_controller"
@@ -118,6 +119,13 @@ class PatroniCluster:
                 for path in (directory, directory / "raft"):
                     shutil.chown(path, SYSTEM_USER)
             self.nodes[name] = Node(name, host, directory, config, command)
+        try:
+            self._bootstrap(bin_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bootstrap(self, bin_dir: Path) -> None:
         for node in self.nodes.values():
             node.start()
         self.wait_healthy(timeout=120)
