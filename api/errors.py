@@ -15,8 +15,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, InternalError, OperationalError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from psycopg import errors as pg_errors
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -116,8 +117,24 @@ def database_unavailable_body() -> dict[str, Any]:
     return error_body("database_unavailable", "the database is unreachable; retry later")
 
 
+def is_database_error(exc: Exception) -> bool:
+    """Unreachable, busy, or reached on a server that no longer takes writes: a standby after
+    a failover, behind a pooler or a name still pointing at the old primary."""
+    return isinstance(exc, DATABASE_ERRORS) or _read_only(exc)
+
+
+def _read_only(exc: Exception) -> bool:
+    return isinstance(exc, InternalError) and isinstance(
+        exc.__cause__, pg_errors.ReadOnlySqlTransaction
+    )
+
+
 def _database_error(exc: Exception) -> tuple[dict[str, Any], dict[str, str]]:
     """(body, headers) of the 503 for a database error: busy, or unreachable."""
+    if _read_only(exc):
+        # The next request connects anew, and libpq's target_session_attrs=read-write finds the
+        # primary (docs/operations.md, Database failover).
+        connection.close()
     if locks.is_busy(exc):
         logger.warning("database busy: %s", exc)
         detail = "too many concurrent requests for this team; retry later"
@@ -128,7 +145,7 @@ def _database_error(exc: Exception) -> tuple[dict[str, Any], dict[str, str]]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]."""
-    if isinstance(exc, DATABASE_ERRORS):
+    if is_database_error(exc):
         body, headers = _database_error(exc)
         return Response(body, status=503, headers=headers)
     # Django's own, as DRF's default handler maps them (an unknown `?format=` raises Http404).
@@ -181,7 +198,7 @@ class JsonErrorMiddleware:
         return response
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
-        if isinstance(exc, DATABASE_ERRORS):
+        if is_database_error(exc):
             body, headers = _database_error(exc)
             return JsonResponse(body, status=503, headers=headers)
         if request.path.startswith(JSON_PREFIXES):

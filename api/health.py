@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.errors import database_unavailable_body
 from api.serializers import ErrorOutput
 from executions import metrics
 
@@ -27,12 +28,17 @@ class HealthzApi(APIView):
 
 
 class ReadyzApi(HealthzApi):
-    """Readiness: the database answers."""
+    """Readiness: the database answers and takes writes (a server turned standby by a failover
+    does not: docs/operations.md, Database failover)."""
 
     @extend_schema(operation_id="readyz", responses={200: OpenApiTypes.OBJECT, 503: ErrorOutput})
     def get(self, request: Request) -> Response:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+            cursor.execute("SELECT current_setting('transaction_read_only')")
+            read_only = cursor.fetchone()[0] == "on"
+        if read_only:
+            connection.close()  # the next request finds the primary (target_session_attrs)
+            return Response(database_unavailable_body(), status=503)
         return Response({"status": "ok", "database": "ok"})
 
 

@@ -148,16 +148,38 @@ def try_lock(namespace: Namespace, key: int = 0) -> bool:
         return bool(cursor.fetchone()[0])
 
 
+class SessionLock:
+    """What `session_lock` yields: true while this process holds the lock."""
+
+    def __init__(self, raw: psycopg.Connection[Any], held: bool) -> None:
+        self.raw, self.held = raw, held
+
+    def __bool__(self) -> bool:
+        return self.held
+
+    def lost(self) -> bool:
+        """Whether the lock's connection is gone: its server closed it (killed, demoted by a
+        failover) or the kernel gave up on the link (keepalives). The lock may then be another
+        process's, on the new primary, while this one's other connections reach that primary
+        too (docs/operations.md, Database failover). No round trip: reads what already came."""
+        try:
+            self.raw.pgconn.consume_input()
+        except psycopg.OperationalError:
+            return True
+        return self.raw.pgconn.status != psycopg.pq.ConnStatus.OK
+
+
 @contextmanager
-def session_lock(namespace: Namespace, key: int = 0) -> Iterator[bool]:
+def session_lock(namespace: Namespace, key: int = 0) -> Iterator[SessionLock]:
     """Non-blocking, held for the `with` block on a connection of its own (so the holder's
     transactions are unaffected), and released by PostgreSQL when that connection or the whole
-    process dies: a lease with no expiry to tune. Yields whether this process holds it."""
+    process dies: a lease with no expiry to tune. Yields whether this process holds it (and
+    whether it lost it since)."""
     holder = connections.create_connection(settings.DIRECT_DATABASE_ALIAS)
     try:
         with holder.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", [namespace, key])
-            yield bool(cursor.fetchone()[0])
+            yield SessionLock(holder.connection, bool(cursor.fetchone()[0]))
     finally:
         holder.close()
 

@@ -44,10 +44,12 @@ def run_forever(stop: threading.Event) -> None:
     while not stop.is_set():
         held = False
         try:
-            with locks.session_lock(locks.Namespace.ENGINE_TICKER) as held:
+            with locks.session_lock(locks.Namespace.ENGINE_TICKER) as lock:
+                held = lock.held
                 end = time.monotonic() + SPAN
                 while held and not stop.is_set() and time.monotonic() < end:
-                    if not _tick_safely(state):
+                    # A lock whose connection is gone (a failover) may be another's by now.
+                    if lock.lost() or not _tick_safely(state):
                         break  # take the lock again: its connection may be gone too
                     stop.wait(RESOLUTION)
         except Exception:
@@ -58,10 +60,10 @@ def run_forever(stop: threading.Event) -> None:
 
 def run_once() -> bool:
     """One pass, unless a step worker's clock holds the lock; False then."""
-    with locks.session_lock(locks.Namespace.ENGINE_TICKER) as held:
-        if held:
+    with locks.session_lock(locks.Namespace.ENGINE_TICKER) as lock:
+        if lock.held:
             _tick_safely({})
-        return held
+        return lock.held
 
 
 def _tick_safely(state: dict[str, Any]) -> bool:

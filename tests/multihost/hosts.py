@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import psycopg
@@ -153,6 +154,13 @@ class DatabaseHost:
     def redis_url(self) -> str:
         return f"redis://{self.host.back}:{REDIS_PORT}/0"
 
+    def app_env(self) -> dict[str, str]:
+        return {
+            "DATABASE_URL": f"{self.pooled_url}?{CLIENT_OPTIONS}",
+            "MANTLE_DATABASE_DIRECT_URL": f"{self.direct_url}?{CLIENT_OPTIONS}",
+            "MANTLE_ENGINE_BROKER": self.redis_url,
+        }
+
     def manage(self, script: str) -> str:
         """Run Python with Django set up against this database (from the test process, over
         the back network); its stdout."""
@@ -212,14 +220,21 @@ class DatabaseHost:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+class Database(Protocol):
+    def app_env(self) -> dict[str, str]:
+        """How `mantle serve` reaches it: DATABASE_URL and the like."""
+        ...
+
+
 class AppHost:
-    """`mantle serve` (or one of its roles) on an app host, against the database host: the
-    pooled url through PgBouncer, the direct url for LISTEN and the clock, Redis as broker."""
+    """`mantle serve` (or one of its roles) on an app host, against the database: for a
+    DatabaseHost the pooled url through PgBouncer, the direct url for LISTEN and the clock, Redis
+    as broker."""
 
     def __init__(
         self,
         host: Host,
-        database: DatabaseHost,
+        database: Database,
         *,
         role: str | None,
         workers: int = 1,
@@ -233,9 +248,7 @@ class AppHost:
         env = {
             **os.environ,
             **CONFIG,
-            "DATABASE_URL": f"{database.pooled_url}?{CLIENT_OPTIONS}",
-            "MANTLE_DATABASE_DIRECT_URL": f"{database.direct_url}?{CLIENT_OPTIONS}",
-            "MANTLE_ENGINE_BROKER": database.redis_url,
+            **database.app_env(),
             "MANTLE_ENGINE_WORKERS": str(workers),
             "MANTLE_SERVER_WORKERS": str(web_workers),
             "MANTLE_HOME": str(self.directory / "home"),
