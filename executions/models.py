@@ -170,6 +170,9 @@ class StepStatus(models.TextChoices):
     FAILED = "failed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    # Its step-scope limits have no room for it yet (docs/limits.md, Step scope): it holds
+    # nothing, neither units nor a worker slot, until a limit-aware claim makes it running.
+    WAITING = "waiting"
 
 
 class StepExecution(models.Model):
@@ -185,6 +188,11 @@ class StepExecution(models.Model):
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     not_before = models.DateTimeField(null=True, blank=True)
+    # Its step-scope named limits (ids, resolved when the row is created) and the units it holds
+    # of each, in the same order: held while running, counted from these rows under each
+    # limit's lock (docs/limits.md, Step scope). Empty for a step without `limits:`.
+    limit_ids = ArrayField(models.BigIntegerField(), db_default=[], blank=True)
+    limit_units = ArrayField(models.PositiveIntegerField(), db_default=[], blank=True)
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -209,7 +217,12 @@ class StepExecution(models.Model):
                 fields=["execution", "name"],
                 name="step_unfinished",
                 condition=Q(
-                    status__in=[StepStatus.PENDING, StepStatus.RUNNING, StepStatus.FAILED],
+                    status__in=[
+                        StepStatus.PENDING,
+                        StepStatus.WAITING,
+                        StepStatus.RUNNING,
+                        StepStatus.FAILED,
+                    ],
                     fanout_index__isnull=False,
                 ),
             ),
@@ -218,6 +231,18 @@ class StepExecution(models.Model):
                 fields=["not_before"],
                 name="step_pending",
                 condition=Q(status=StepStatus.PENDING),
+            ),
+            # Waiting steps: what the limit-aware claim serves (mantle_claim_limited).
+            models.Index(
+                fields=["not_before"],
+                name="step_waiting",
+                condition=Q(status=StepStatus.WAITING),
+            ),
+            # The running holders of one step-scope limit: counted by every limit-aware claim.
+            GinIndex(
+                fields=["limit_ids"],
+                name="step_limit_holders",
+                condition=Q(status=StepStatus.RUNNING),
             ),
         ]
 

@@ -42,11 +42,20 @@ NAMED_LIMIT_NAME = r"[a-z][a-z0-9_-]*"
 
 
 class NamedLimit(models.Model):
-    """A limit of one team that workflows share (CONTRACT §9): every execution of a workflow
-    that lists it under `limits:` holds one of its slots while pending or running. Held slots
-    are counted from executions' rows (Execution.named_limits), never kept here."""
+    """A limit that workflows share (docs/limits.md): every execution of a workflow that lists it
+    under `limits:` holds one of its slots while pending or running, and every step that lists it
+    holds its units while running. Held slots and units are counted from executions' and steps'
+    rows, never kept here. A team's, or global (no team: shared by every team's steps, set by
+    staff only)."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="named_limits")
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        related_name="named_limits",
+        null=True,
+        blank=True,
+        help_text="Blank: a global limit, shared by the steps of every team.",
+    )
     name = models.CharField(
         max_length=63,
         validators=[RegexValidator(f"^{NAMED_LIMIT_NAME}$", "lower case: ^[a-z][a-z0-9_-]*$")],
@@ -56,11 +65,20 @@ class NamedLimit(models.Model):
     class Meta:
         ordering = ["team", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="named_limit_unique_name")
+            models.UniqueConstraint(fields=["team", "name"], name="named_limit_unique_name"),
+            models.UniqueConstraint(
+                fields=["name"],
+                name="named_limit_unique_global_name",
+                condition=models.Q(team__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.team}/{self.name}"
+        return f"{self.team or 'global'}/{self.name}"
+
+    @property
+    def scope(self) -> str:
+        return "team" if self.team_id is not None else "global"
 
 
 class ApiKey(models.Model):

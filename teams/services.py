@@ -33,12 +33,15 @@ def team_set_limit(*, team: Team, max_concurrent_executions: int | None) -> Team
     return team
 
 
-def named_limit_set(*, team: Team, name: str, max: int) -> tuple[NamedLimit, bool]:
-    """Create or change the team's named limit (0: unlimited); returns it and whether it was
-    created. Under the team's lock, which admission holds while it reads the team's named limits.
-    A looser limit promotes what now fits. Raises ValidationError on a bad name or max."""
+def named_limit_set(*, team: Team | None, name: str, max: int) -> tuple[NamedLimit, bool]:
+    """Create or change the team's named limit, or with no team a global one (0: unlimited);
+    returns it and whether it was created. Under the team's lock, which admission holds while it
+    reads the team's named limits. A looser limit promotes what now fits (and its raise is
+    announced to the step workers by a trigger: waiting steps may fit). Raises ValidationError
+    on a bad name or max."""
     with transaction.atomic():
-        locks.lock_team(team.id)
+        if team is not None:
+            locks.lock_team(team.id)
         limit = NamedLimit.objects.filter(team=team, name=name).first()
         created = limit is None
         before = 0 if limit is None else limit.max
@@ -46,7 +49,7 @@ def named_limit_set(*, team: Team, name: str, max: int) -> tuple[NamedLimit, boo
         limit.max = max
         limit.full_clean()
         limit.save()
-        if not created and loosens(before, max):
+        if team is not None and not created and loosens(before, max):
             limit_loosened.send(sender=NamedLimit, team_id=team.id)
     return limit, created
 

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from core import locks
 from teams.models import Team
-from teams.selectors import named_limit_names
+from teams.selectors import named_limit_names, step_limit_maxes
 from teams.signals import limit_loosened, loosens
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
@@ -33,7 +33,9 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
     Every named limit it lists must exist in the team (checked again under the team's lock,
     which deleting a named limit takes).
     """
-    spec = parse_workflow(content, limit_names=named_limit_names(team=team))
+    spec = parse_workflow(
+        content, limit_names=named_limit_names(team=team), step_limits=step_limit_maxes(team=team)
+    )
     if name is not None and spec.name != name:
         message = f"must be {name!r}, the name in the request path (got {spec.name!r})"
         raise WorkflowInvalid([SchemaError(path="name", message=message, line=None)])
@@ -84,6 +86,15 @@ def _check_named_limits_exist(spec: WorkflowSpec, team: Team) -> None:
         SchemaError(path=f"limits[{i}]", message=f"unknown named limit {name!r}", line=None)
         for i, name in enumerate(spec.limits)
         if name not in known
+    ]
+    step_known = step_limit_maxes(team=team)
+    errors += [
+        SchemaError(
+            path=f"steps[{i}].limits", message=f"unknown named limit {limit.name!r}", line=None
+        )
+        for i, step in enumerate(spec.steps)
+        for limit in step.limits
+        if limit.name not in step_known
     ]
     if errors:
         raise WorkflowInvalid(errors)

@@ -47,6 +47,14 @@ class RetrySpec:
     backoff: str = "fixed"  # or "exponential"
 
 
+@dataclass(frozen=True)
+class StepLimit:
+    """A named limit a step holds `units` of while it runs (docs/limits.md, Step scope)."""
+
+    name: str
+    units: int = 1
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepSpec:
     name: str
@@ -59,6 +67,7 @@ class StepSpec:
     continue_on_error: bool = False
     for_each: list | str | None = None  # a list, or the "{{ … }}" string as written
     max_parallel: int = 0  # 0 = every branch at once
+    limits: tuple[StepLimit, ...] = ()  # in name order
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +81,7 @@ class StepSpec:
             "continue_on_error": self.continue_on_error,
             "for_each": copy.deepcopy(self.for_each),
             "max_parallel": self.max_parallel,
+            "limits": [{"name": limit.name, "units": limit.units} for limit in self.limits],
         }
 
     @classmethod
@@ -87,6 +97,8 @@ class StepSpec:
             continue_on_error=data["continue_on_error"],
             for_each=copy.deepcopy(data["for_each"]),
             max_parallel=data["max_parallel"],
+            # Specs stored before step-scope limits have none.
+            limits=tuple(StepLimit(**limit) for limit in data.get("limits", ())),
         )
 
 

@@ -4,6 +4,7 @@ once, each with its path and line."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import cast
 
 from django.conf import settings
@@ -20,10 +21,11 @@ from workflows.expressions import (
 )
 from workflows.schema.document import Document, WorkflowInvalid, document_read, index, join
 from workflows.schema.flow import flow_control_read
-from workflows.schema.graph import cycles
+from workflows.schema.graph import check_cycles
 from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.scope import Scope, scope_problems
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
+from workflows.schema.step_limits import step_limits_read
 from workflows.schema.triggers import triggers_read
 
 UPSTREAM_ONLY_KEYS = frozenset({"credential", "artifacts", "hooks", "token_budget"})
@@ -60,6 +62,7 @@ _STEP_KEYS = frozenset(
         "continue_on_error",
         "for_each",
         "max_parallel",
+        "limits",
     }
 )
 _INPUT_KEYS = frozenset({"type", "description", "default"})
@@ -75,13 +78,18 @@ def parse_workflow(
     *,
     actions: frozenset[str] | None = None,
     limit_names: frozenset[str] | None = None,
+    step_limits: Mapping[str, int] | None = None,
 ) -> WorkflowSpec:
     """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
 
     ``actions`` are the action names steps may use; by default, those of the action registry.
-    ``limit_names`` are the named limits of the team it is applied to (None: not checked)."""
+    ``limit_names`` are the named limits of the team it is applied to (None: not checked);
+    ``step_limits`` the limits its steps may list, the team's and the global ones, each with its
+    max (0: unlimited; None: not checked)."""
     document = document_read(text)
-    validator = _Validator(document, action_names() if actions is None else actions, limit_names)
+    validator = _Validator(
+        document, action_names() if actions is None else actions, limit_names, step_limits
+    )
     spec = validator.workflow()
     if document.errors or spec is None:
         raise WorkflowInvalid(document.errors)
@@ -94,11 +102,16 @@ def _is_int(value: object) -> bool:
 
 class _Validator:
     def __init__(
-        self, document: Document, actions: frozenset[str], limit_names: frozenset[str] | None
+        self,
+        document: Document,
+        actions: frozenset[str],
+        limit_names: frozenset[str] | None,
+        step_limits: Mapping[str, int] | None,
     ) -> None:
         self.doc = document
         self.actions = actions
         self.limit_names = limit_names
+        self.step_limits = step_limits
         self.input_names: frozenset[str] = frozenset()
         self.scope = Scope(inputs=frozenset(), steps=frozenset(), step=None, fan_out=False)
         self.references: set[str] = set()  # the steps read by the expressions of one step
@@ -214,7 +227,7 @@ class _Validator:
             spec = self._step(step, index("steps", i), step_names, first_seen)
             if spec is not None:
                 specs.append(spec)
-        self._check_cycles(specs, first_seen)
+        check_cycles(self.doc, specs, first_seen)
         return tuple(specs)
 
     def _step(
@@ -264,6 +277,9 @@ class _Validator:
             continue_on_error=self._boolean(step, "continue_on_error", path),
             for_each=for_each,
             max_parallel=self._int(step, "max_parallel", path, minimum=0),
+            limits=step_limits_read(
+                self.doc, step.get("limits", []), join(path, "limits"), self.step_limits
+            ),
         )
 
     def _depends_on(
@@ -328,20 +344,6 @@ class _Validator:
             self.doc.error(join(path, "backoff"), "must be one of: fixed, exponential")
         max_attempts = self._int(retry, "max_attempts", path, minimum=1, default=1)
         return RetrySpec(max_attempts=max_attempts, backoff=backoff)
-
-    def _check_cycles(self, steps: list[StepSpec], order: dict[str, int]) -> None:
-        dependencies = {
-            step.name: {
-                d for d in step.depends_on if isinstance(d, str) and d in order and d != step.name
-            }
-            for step in steps
-            if isinstance(step.name, str) and order.get(step.name) is not None
-        }
-        for cycle in cycles(dependencies, order):
-            path = index("steps", order[cycle[0]])
-            if join(path, "depends_on") in self.doc.key_lines:
-                path = join(path, "depends_on")
-            self.doc.error(path, "cycle: " + " -> ".join(cycle))
 
     def _check_keys(self, mapping: dict, path: str, allowed: frozenset[str]) -> None:
         for key in mapping:
