@@ -5,33 +5,22 @@ execution's waiting steps leave the wait and free nothing they did not hold."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Callable
 
 import pytest
 
 from executions.models import Execution, StepExecution, StepStatus
+from executions.services.lifecycle import execution_cancel
 from teams.models import NamedLimit, Team
 from teams.services import named_limit_set, team_create
-from tests.concurrency.harness import CountSampler
-from tests.engine.conftest import run, wait_terminal
+from tests.concurrency.harness import UnitSampler
+from tests.engine.conftest import run, wait_for, wait_terminal
 from tests.processes import Cluster
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
-
-
-class UnitSampler(CountSampler):
-    """Units of one step-scope limit held by running steps: UnitSampler(limit_id)."""
-
-    SQL = """
-    SELECT 'units', coalesce(sum(limit_units[array_position(limit_ids, %s)]), 0)
-      FROM executions_stepexecution
-     WHERE status = 'running' AND limit_ids @> ARRAY[%s]::bigint[]
-    """
-    pause = 0.005
-
-    def __init__(self, limit_id: int) -> None:
-        super().__init__(limit_id, limit_id)
 
 
 def limited(name: str, *, seconds: float, units: int = 1, count: int = 0, extra: str = "") -> str:
@@ -67,7 +56,7 @@ def test_steps_hold_a_limit_only_while_they_run_and_never_above_its_max(
     engine: Callable[..., Cluster], team: Team
 ) -> None:
     workflow, limit = with_limit(team, limited("charge", seconds=0.3, count=12), max=3)
-    sampler = UnitSampler(limit.id)
+    sampler = UnitSampler(limit.id, pause=0.005)
     sampler.start()
     engine(workers=2, slots=20)
     try:
@@ -81,3 +70,86 @@ def test_steps_hold_a_limit_only_while_they_run_and_never_above_its_max(
     assert len(branches) == 12
     assert all(s.status == StepStatus.COMPLETED for s in branches)
     assert all(s.limit_ids == [limit.id] and s.limit_units == [1] for s in branches)
+
+
+FREE_STEPS = """
+name: free
+steps:
+  - name: a
+    action: test/noop
+  - name: b
+    action: test/noop
+    depends_on: [a]
+  - name: c
+    action: test/noop
+    depends_on: [b]
+"""
+
+
+def test_waiting_steps_hold_no_worker_slot(engine: Callable[..., Cluster], team: Team) -> None:
+    workflow, _ = with_limit(team, limited("charge", seconds=15, count=51), max=1)
+    free = workflow_apply(team=team, content=FREE_STEPS).workflow
+    engine(workers=1, slots=2)
+    held = run(workflow)
+    wait_for(
+        lambda: (
+            StepExecution.objects.filter(
+                execution=held, status="running", fanout_index__isnull=False
+            ).count()
+            == 1
+            and StepExecution.objects.filter(execution=held, status="waiting").count() == 50
+        ),
+        timeout=30,
+    )
+    # One slot holds the running branch; the 50 waiting hold none: the other slot runs the rest.
+    executions = [run(free) for _ in range(3)]
+    for execution in executions:
+        assert wait_terminal(execution, timeout=10).status == "completed"
+    held.refresh_from_db()
+    assert held.status == "running"
+    assert StepExecution.objects.filter(execution=held, status="waiting").count() == 50
+
+
+def test_a_killed_workers_units_come_back_after_its_lease(
+    engine: Callable[..., Cluster], team: Team
+) -> None:
+    workflow, limit = with_limit(team, limited("charge", seconds=60), max=1)
+    sampler = UnitSampler(limit.id, pause=0.01)
+    sampler.start()
+    engine(workers=1, slots=5)
+    doomed = run(workflow)
+    [step] = wait_for(lambda: [s for s in steps_of(doomed) if s.status == "running"], timeout=30)
+    waiting = run(workflow)
+    wait_for(lambda: steps_of(waiting) and steps_of(waiting)[0].status == "waiting")
+    os.kill(int(step.lease_owner.split(":")[1]), signal.SIGKILL)
+    # The lease runs out, the reaper ends the attempt, the unit goes to the waiting step.
+    wait_for(lambda: steps_of(waiting)[0].status == "running", timeout=30)
+    sampler.stop()
+    [lost] = steps_of(doomed)
+    assert lost.status == "failed" and "lease expired" in lost.error
+    assert steps_of(waiting)[0].started_at >= step.lease_expires_at
+    assert sampler.most == 1
+    execution_cancel(waiting.id)
+
+
+def test_a_cancelled_executions_waiting_step_leaves_the_wait_and_frees_nothing(
+    engine: Callable[..., Cluster], team: Team
+) -> None:
+    workflow, limit = with_limit(team, limited("charge", seconds=2), max=1)
+    sampler = UnitSampler(limit.id, pause=0.01)
+    engine(workers=1, slots=5)
+    holder = run(workflow)
+    wait_for(lambda: [s for s in steps_of(holder) if s.status == "running"], timeout=30)
+    cancelled, behind = run(workflow), run(workflow)
+    wait_for(lambda: len(StepExecution.objects.filter(status="waiting")) == 2)
+    sampler.start()
+    execution_cancel(cancelled.id)
+    [step] = steps_of(cancelled)
+    assert step.status == "cancelled" and step.started_at is None
+    # The unit stays with its holder: the step behind waits until the holder ends.
+    assert steps_of(behind)[0].status == "waiting"
+    assert wait_terminal(holder, timeout=30).status == "completed"
+    assert wait_terminal(behind, timeout=30).status == "completed"
+    sampler.stop()
+    assert sampler.most == 1
+    assert steps_of(behind)[0].started_at >= steps_of(holder)[0].completed_at
