@@ -18,19 +18,27 @@ from teams.models import Team
 
 @dataclass(frozen=True)
 class NamedLimitUsage:
-    team: str
+    team: str  # "" for a global limit
     name: str
     max: int  # 0: unlimited
     in_use: int  # slot holders, across every workflow that lists it
     queued: int  # executions queued waiting for it (blocked_by "limit")
+    scope: str  # "team" or "global"
+    units_in_use: int  # held by running steps that list it (step scope)
+    waiting_steps: int  # steps waiting for it
+    oldest_waiting_at: datetime | None
 
 
-def named_limit_usage(*, teams: Iterable[Team] | None = None) -> list[NamedLimitUsage]:
-    """The named limits of the teams (None: of every team) with their live use, by team slug
-    and name. One query."""
+def named_limit_usage(
+    *, teams: Iterable[Team] | None = None, with_global: bool = True
+) -> list[NamedLimitUsage]:
+    """The named limits of the teams (None: of every team) and the global ones (unless not
+    `with_global`) with their live use, by team slug (global last) and name. One query."""
     team_ids = None if teams is None else [team.id for team in teams]
     with connection.cursor() as cursor:
-        cursor.execute(queries["named_limit_usage"], {"team_ids": team_ids})
+        cursor.execute(
+            queries["named_limit_usage"], {"team_ids": team_ids, "with_global": with_global}
+        )
         return [NamedLimitUsage(*row) for row in cursor.fetchall()]
 
 

@@ -85,6 +85,15 @@ class ApiKey(models.Model):
     """An API key of one team. Only the SHA-256 of the key is stored; the key is shown once."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    # The user the key acts for, if any: a staff user's key may also change global named limits
+    # (docs/limits.md, Step scope).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_keys",
+    )
     name = models.CharField(max_length=200, blank=True)
     prefix = models.CharField(max_length=12, help_text="The first characters, for recognition.")
     key_hash = models.CharField(max_length=64, unique=True)
@@ -101,6 +110,10 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def is_staff(self) -> bool:
+        return self.user is not None and self.user.is_staff and self.user.is_active
 
     @staticmethod
     def hash(key: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -54,11 +55,12 @@ def named_limit_set(*, team: Team | None, name: str, max: int) -> tuple[NamedLim
     return limit, created
 
 
-def api_key_create(*, team: Team, name: str = "") -> tuple[ApiKey, str]:
-    """Returns the stored key and the key itself, which is shown once and never stored."""
+def api_key_create(*, team: Team, name: str = "", user: User | None = None) -> tuple[ApiKey, str]:
+    """Returns the stored key and the key itself, which is shown once and never stored. `user`:
+    the user it acts for (a staff user's key may change global named limits)."""
     key = "mk_" + secrets.token_hex(32)
     api_key = ApiKey.objects.create(
-        team=team, name=name, prefix=key[:10], key_hash=ApiKey.hash(key)
+        team=team, user=user, name=name, prefix=key[:10], key_hash=ApiKey.hash(key)
     )
     return api_key, key
 

@@ -153,3 +153,48 @@ def test_a_cancelled_executions_waiting_step_leaves_the_wait_and_frees_nothing(
     sampler.stop()
     assert sampler.most == 1
     assert steps_of(behind)[0].started_at >= steps_of(holder)[0].completed_at
+
+
+GPU_STEP = """
+name: render
+steps:
+  - name: call
+    action: test/sleep
+    limits: [gpu]
+    params: {seconds: 0.2}
+"""
+
+
+def test_a_global_limit_serves_the_teams_in_turn(
+    engine: Callable[..., Cluster], team: Team
+) -> None:
+    """Team A has 1,000 steps waiting for the global limit, team B one: B's step runs within one
+    round (no more than one of A's starts between B's wait and B's start)."""
+    named_limit_set(team=None, name="gpu", max=2)
+    flood_steps = GPU_STEP.replace("name: render", "name: flood\ninputs: {items: {}}").replace(
+        "limits: [gpu]", 'limits: [gpu]\n    for_each: "{{ inputs.items }}"'
+    )
+    busy = workflow_apply(team=team, content=flood_steps).workflow
+    other = workflow_apply(
+        team=team_create(slug=f"t-{uuid.uuid4().hex[:8]}"), content=GPU_STEP
+    ).workflow
+    engine(workers=1, slots=20)
+    flood = run(busy, items=list(range(1000)))
+    wait_for(
+        lambda: StepExecution.objects.filter(execution=flood, status="waiting").count() >= 990,
+        timeout=60,
+    )
+    single = run(other)
+    [step] = wait_for(
+        lambda: [s for s in steps_of(single) if s.status in ("running", "completed")], timeout=30
+    )
+    ahead = StepExecution.objects.filter(
+        execution=flood, started_at__gt=step.created_at, started_at__lt=step.started_at
+    ).count()
+    print(
+        f"B waited {(step.started_at - step.created_at).total_seconds():.3f}s, {ahead} of A ahead"
+    )
+    assert ahead <= 1
+    assert StepExecution.objects.filter(execution=flood, status="waiting").count() > 900
+    execution_cancel(flood.id)
+    assert wait_terminal(single).status == "completed"
