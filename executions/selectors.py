@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
-from executions.models import Execution, Status, StepExecution
+from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.sql import queries
 from teams.models import Team
 
@@ -111,6 +111,16 @@ def execution_steps(
     if status is not None:
         steps = steps.filter(status=status)
     return list(steps[:limit])
+
+
+def steps_blocked_by(*, steps: Iterable[StepExecution]) -> dict[int, str]:
+    """The named limit each waiting one of `steps` waits for, by step id. One query."""
+    waiting = [step.id for step in steps if step.status == StepStatus.WAITING]
+    if not waiting:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(queries["steps_blocked_by"], {"ids": waiting})
+        return dict(cursor.fetchall())
 
 
 def execution_step_counts(*, execution: Execution) -> dict[str, int]:

@@ -131,3 +131,20 @@ SELECT e.id, v.spec->>'queue_timeout_text'
  WHERE e.status = 'queued' AND jsonb_typeof(v.spec->'queue_timeout') = 'number'
    AND e.queued_at + make_interval(secs => (v.spec->>'queue_timeout')::float)
        <= statement_timestamp()
+
+-- name: steps_blocked_by
+-- Of the steps %(ids)s, the waiting ones with the step-scope limit each waits for: the first of
+-- its limits, in name order, without room for its units now; else (it waits for its turn, or
+-- for its retry) the first it lists (docs/limits.md, Step scope).
+SELECT w.id,
+       (SELECT l.name
+          FROM unnest(w.limit_ids, w.limit_units) AS u(id, units)
+          JOIN teams_namedlimit l ON l.id = u.id
+         ORDER BY l.max > 0 AND l.max - (
+                   SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
+                     FROM executions_stepexecution s
+                    WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) < u.units DESC,
+                  l.name, l.id
+         LIMIT 1)
+  FROM executions_stepexecution w
+ WHERE w.id = ANY(%(ids)s::bigint[]) AND w.status = 'waiting'
