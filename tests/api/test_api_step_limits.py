@@ -72,3 +72,9 @@ def test_a_freed_unit_goes_to_the_waiting_step(two_executions):
     named_limit_set(team=holder.team, name="stripe-api", max=4)
     [claim] = dispatch.steps_claim_limited("test", 10)
     assert claim.execution_id == waiter.id
+
+
+def test_a_limit_a_step_lists_or_waits_for_cannot_be_deleted(api, two_executions):
+    response = api.delete("/api/v1/limits/stripe-api")
+    assert response.status_code == 409
+    assert "charge" in response.json()["detail"]
