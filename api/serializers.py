@@ -10,7 +10,8 @@ from executions.services.admission import blocked_by_name
 
 
 class StepOutput(serializers.Serializer):
-    """A step; a waiting one (docs/limits.md, Step scope) names the limit it waits for."""
+    """A step; a waiting one (docs/limits.md, Step scope) says what it waits for: blocked_by
+    "limit" or "rate", and its name."""
 
     name = serializers.CharField()
     fanout_index = serializers.IntegerField(allow_null=True)
@@ -26,11 +27,11 @@ class StepOutput(serializers.Serializer):
     # context["blocked_by"]: selectors.steps_blocked_by of the steps shown.
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_blocked_by(self, step: StepExecution) -> str | None:
-        return "limit" if step.id in self.context["blocked_by"] else None
+        return self.context["blocked_by"].get(step.id, (None, None))[0]
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_blocked_by_name(self, step: StepExecution) -> str | None:
-        return self.context["blocked_by"].get(step.id)
+        return self.context["blocked_by"].get(step.id, (None, None))[1]
 
 
 class ExecutionOutput(serializers.Serializer):

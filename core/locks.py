@@ -41,6 +41,7 @@ class Namespace(IntEnum):
     KEY = 7
     NAMED_LIMIT = 8
     SCHEDULES = 9
+    NAMED_RATE = 10
 
 
 def _require_transaction() -> None:
@@ -88,6 +89,12 @@ SELECT pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int),
 # key admission locks for it), taken for each limit in name order before anything is counted.
 STEP_LIMIT_LOCK = """
 SELECT pg_advisory_xact_lock(%(limit_namespace)s, %(limit_id)s::int)
+"""
+
+
+# ... and of a step-scope rate, after every limit's, in name order.
+STEP_RATE_LOCK = """
+SELECT pg_advisory_xact_lock(%(rate_namespace)s, %(rate_id)s::int)
 """
 
 

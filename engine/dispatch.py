@@ -81,6 +81,7 @@ def steps_claim_limited(owner: str, limit: int) -> list[Claim]:
                 "limit": limit,
                 "lease": settings.MANTLE.engine.step_lease,
                 "limit_namespace": locks.Namespace.NAMED_LIMIT,
+                "rate_namespace": locks.Namespace.NAMED_RATE,
             },
         )
         return [Claim(*row) for row in cursor.fetchall()]
@@ -121,9 +122,13 @@ def attempts_settle(rows: list[SettleRow]) -> dict[int, uuid.UUID]:
         return dict(cursor.fetchall())
 
 
+# Seconds between the claimer's claims while a step waits for a rate's window to admit it.
+RATE_POLL = 0.5
+
+
 def steps_next_due() -> float | None:
     with connection.cursor() as cursor:
-        cursor.execute(queries["steps_next_due"])
+        cursor.execute(queries["steps_next_due"], {"rate_poll": RATE_POLL})
         seconds = cursor.fetchone()[0]
     return None if seconds is None else float(seconds)
 

@@ -32,7 +32,7 @@ from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import lifecycle
 from executions.sql import queries
 from teams.models import Team
-from teams.selectors import step_limit_ids
+from teams.selectors import step_limit_ids, step_rates
 from workflows.expressions import ExpressionError, evaluate_condition, render
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
@@ -133,20 +133,33 @@ class _Plan:
         """The fields of a row of `step` ready to run: pending, or waiting with its step-scope
         limits (docs/limits.md, Step scope), resolved by name to the team's own or else a
         global limit; failed when one of them no longer exists."""
-        if not step.limits:
+        if not step.limits and step.rate is None:
             return {"status": StepStatus.PENDING}
         if self.limit_ids is None:
             names = {limit.name for s in self.spec.steps for limit in s.limits}
             self.limit_ids = step_limit_ids(team_id=self.execution.team_id, names=names)
         missing = [limit.name for limit in step.limits if limit.name not in self.limit_ids]
         if missing:
-            error = f"unknown named limit {missing[0]!r} (deleted since the workflow was applied)"
-            return {"status": StepStatus.FAILED, "error": error, "completed_at": Now()}
-        return {
+            return _failed(f"unknown named limit {missing[0]!r} (deleted since applied)")
+        fields = {
             "status": StepStatus.WAITING,
             "limit_ids": [self.limit_ids[limit.name] for limit in step.limits],
             "limit_units": [limit.units for limit in step.limits],
         }
+        if step.rate is None:
+            return fields
+        rate = step_rates(team_id=self.execution.team_id).get(step.rate.name)
+        if rate is None:
+            return _failed(f"unknown named rate {step.rate.name!r} (deleted since applied)")
+        rate_id, _, per_key = rate
+        key = ""
+        if per_key and step.rate.key is not None:
+            context = expression_context(self.execution, self.rows)
+            try:
+                key = str(render(step.rate.key, context))[:200]
+            except ExpressionError as exc:
+                return _failed(f"rate_limit.key: {exc}")
+        return {**fields, "rate_id": rate_id, "rate_units": step.rate.units, "rate_key": key}
 
     def create(self, step: StepSpec, **fields: Any) -> None:
         """A row that is not written again in this advance: inserted with the batch."""
@@ -173,6 +186,10 @@ class _Plan:
             setattr(row, key, value)
         row.completed_at = timezone.now()
         row.save(update_fields=["status", "error", "completed_at", *fields])
+
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"status": StepStatus.FAILED, "error": error, "completed_at": Now()}
 
 
 def advance(execution_id: uuid.UUID) -> None:

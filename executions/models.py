@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from teams.models import Team
+from teams.models import NamedRate, Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
 
 
@@ -193,6 +193,13 @@ class StepExecution(models.Model):
     # limit's lock (docs/limits.md, Step scope). Empty for a step without `limits:`.
     limit_ids = ArrayField(models.BigIntegerField(), db_default=[], blank=True)
     limit_units = ArrayField(models.PositiveIntegerField(), db_default=[], blank=True)
+    # Its step-scope rate (`rate_limit:`): the named rate's id, the units each claim counts in
+    # its window, and the key value (evaluated when the row is created; "" when not per key).
+    rate = models.ForeignKey(
+        NamedRate, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    rate_units = models.PositiveIntegerField(default=0)
+    rate_key = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -237,6 +244,12 @@ class StepExecution(models.Model):
                 fields=["not_before"],
                 name="step_waiting",
                 condition=Q(status=StepStatus.WAITING),
+            ),
+            # The claims of one step-scope rate in its trailing window.
+            models.Index(
+                fields=["rate", "rate_key", "started_at"],
+                name="step_rate_window",
+                condition=Q(rate__isnull=False),
             ),
             # The running holders of one step-scope limit: counted by every limit-aware claim.
             GinIndex(

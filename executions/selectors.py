@@ -113,14 +113,15 @@ def execution_steps(
     return list(steps[:limit])
 
 
-def steps_blocked_by(*, steps: Iterable[StepExecution]) -> dict[int, str]:
-    """The named limit each waiting one of `steps` waits for, by step id. One query."""
+def steps_blocked_by(*, steps: Iterable[StepExecution]) -> dict[int, tuple[str, str]]:
+    """What each waiting one of `steps` waits for, by step id: ("limit" or "rate", its name).
+    One query."""
     waiting = [step.id for step in steps if step.status == StepStatus.WAITING]
     if not waiting:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(queries["steps_blocked_by"], {"ids": waiting})
-        return dict(cursor.fetchall())
+        return {step_id: (by, name) for step_id, by, name in cursor.fetchall()}
 
 
 def execution_step_counts(*, execution: Execution) -> dict[str, int]:

@@ -11,6 +11,7 @@ COMMANDS = {
     "validate": "mantle_validate",
     "teams": "mantle_teams",
     "limits": "mantle_limits",
+    "rates": "mantle_rates",
     "keys": "mantle_keys",
     "status": "mantle_status",
     "cancel": "mantle_cancel",

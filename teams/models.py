@@ -81,6 +81,47 @@ class NamedLimit(models.Model):
         return "team" if self.team_id is not None else "global"
 
 
+class NamedRate(models.Model):
+    """A rate that steps share (docs/limits.md, Step scope): the steps that name it under
+    `rate_limit:` start at most `max` units per trailing `period` (per key value when
+    `per_key`), counted from the steps' rows (their claim times), never kept here. A team's, or
+    global (no team: shared by every team's steps, set by staff only)."""
+
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        related_name="named_rates",
+        null=True,
+        blank=True,
+        help_text="Blank: a global rate, shared by the steps of every team.",
+    )
+    name = models.CharField(
+        max_length=63,
+        validators=[RegexValidator(f"^{NAMED_LIMIT_NAME}$", "lower case: ^[a-z][a-z0-9_-]*$")],
+    )
+    max = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    period = models.DurationField()
+    per_key = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="named_rate_unique_name"),
+            models.UniqueConstraint(
+                fields=["name"],
+                name="named_rate_unique_global_name",
+                condition=models.Q(team__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team or 'global'}/{self.name}"
+
+    @property
+    def scope(self) -> str:
+        return "team" if self.team_id is not None else "global"
+
+
 class ApiKey(models.Model):
     """An API key of one team. Only the SHA-256 of the key is stored; the key is shown once."""
 

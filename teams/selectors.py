@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from django.db.models import Q
 
-from teams.models import NamedLimit, Team
+from teams.models import NamedLimit, NamedRate, Team
 
 
 def named_limit_names(*, team: Team) -> frozenset[str]:
@@ -40,3 +40,16 @@ def step_limit_ids(*, team_id: int, names: Iterable[str]) -> dict[str, int]:
         if name in wanted:
             ids.setdefault(name, limit_id)
     return ids
+
+
+def step_rates(*, team_id: int) -> dict[str, tuple[int, int, bool]]:
+    """The rates the team's steps may name, by name: (id, max, per_key), its own shadowing a
+    global one of the same name."""
+    rates: dict[str, tuple[int, int, bool]] = {}
+    for rate_id, name, most, per_key in (
+        NamedRate.objects.filter(Q(team_id=team_id) | Q(team__isnull=True))
+        .order_by("team_id")
+        .values_list("id", "name", "max", "per_key")
+    ):
+        rates.setdefault(name, (rate_id, most, per_key))
+    return rates

@@ -4,13 +4,15 @@ keys. (Deleting a named limit checks what uses it: executions.services.named_lim
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from core import locks
-from teams.models import ApiKey, NamedLimit, Team
+from teams.models import ApiKey, NamedLimit, NamedRate, Team
 from teams.signals import limit_loosened, loosens
 
 
@@ -53,6 +55,23 @@ def named_limit_set(*, team: Team | None, name: str, max: int) -> tuple[NamedLim
         if team is not None and not created and loosens(before, max):
             limit_loosened.send(sender=NamedLimit, team_id=team.id)
     return limit, created
+
+
+def named_rate_set(
+    *, team: Team | None, name: str, max: int, period: timedelta, per_key: bool = False
+) -> tuple[NamedRate, bool]:
+    """Create or change the team's named rate, or with no team a global one; returns it and
+    whether it was created. Raises ValidationError on a bad name, max or period."""
+    if period <= timedelta(0):
+        raise ValidationError({"period": ["must be a duration greater than zero"]})
+    with transaction.atomic():
+        rate = NamedRate.objects.filter(team=team, name=name).first()
+        created = rate is None
+        rate = rate or NamedRate(team=team, name=name)
+        rate.max, rate.period, rate.per_key = max, period, per_key
+        rate.full_clean()
+        rate.save()
+    return rate, created
 
 
 def api_key_create(*, team: Team, name: str = "", user: User | None = None) -> tuple[ApiKey, str]:

@@ -10,10 +10,11 @@ from django.db import transaction
 
 from core import locks
 from teams.models import Team
-from teams.selectors import named_limit_names, step_limit_maxes
+from teams.selectors import named_limit_names, step_limit_maxes, step_rates
 from teams.signals import limit_loosened, loosens
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, parse_workflow
+from workflows.schema.step_limits import StepScopeNames
 from workflows.selectors import webhook_path_taken
 
 
@@ -33,9 +34,11 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
     Every named limit it lists must exist in the team (checked again under the team's lock,
     which deleting a named limit takes).
     """
-    spec = parse_workflow(
-        content, limit_names=named_limit_names(team=team), step_limits=step_limit_maxes(team=team)
+    step_scope = StepScopeNames(
+        limits=step_limit_maxes(team=team),
+        rates={name: most for name, (_, most, _) in step_rates(team_id=team.id).items()},
     )
+    spec = parse_workflow(content, limit_names=named_limit_names(team=team), step_scope=step_scope)
     if name is not None and spec.name != name:
         message = f"must be {name!r}, the name in the request path (got {spec.name!r})"
         raise WorkflowInvalid([SchemaError(path="name", message=message, line=None)])

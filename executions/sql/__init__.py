@@ -113,7 +113,10 @@ ADMIT_FUNCTION = _render(
 
 
 # mantle_claim_limited's lock statement (core.locks owns the lock SQL).
-CLAIM_LOCKS_IN_FUNCTION = {"step_limit_lock": _performed(locks.STEP_LIMIT_LOCK)}
+CLAIM_LOCKS_IN_FUNCTION = {
+    "step_limit_lock": _performed(locks.STEP_LIMIT_LOCK),
+    "step_rate_lock": _performed(locks.STEP_RATE_LOCK),
+}
 
 CLAIM_LIMITED_FUNCTION = _render(
     _without_leading_comments((_HERE / "mantle_claim_limited.sql").read_text()),

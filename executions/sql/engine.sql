@@ -80,13 +80,18 @@ RETURNING {step_claimed}
 
 -- name: steps_claim_limited
 -- waiting → running, leased to %(owner)s, for up to %(limit)s due steps with step-scope limits
--- whose limits have room: mantle_claim_limited (its own file), which takes the limits' locks.
-SELECT * FROM mantle_claim_limited(%(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s)
+-- or a rate whose limits have room and whose window admits them: mantle_claim_limited (its own
+-- file), which takes the limits' and rates' locks.
+SELECT * FROM mantle_claim_limited(
+    %(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s, %(rate_namespace)s)
 
 -- name: steps_next_due
 -- Seconds until the earliest pending or waiting step waiting for its `not_before` (a retry's
--- backoff).
+-- backoff); at most RATE_POLL while a step waits for a rate's window (so it starts within
+-- 1 s of the moment the window admits it).
 SELECT extract(epoch FROM least(
+    (SELECT now() + make_interval(secs => %(rate_poll)s) FROM executions_stepexecution
+      WHERE status = 'waiting' AND rate_id IS NOT NULL LIMIT 1),
     (SELECT min(not_before) FROM executions_stepexecution
       WHERE status = 'pending' AND not_before > now()),
     (SELECT min(not_before) FROM executions_stepexecution

@@ -4,7 +4,9 @@
 -- scope). Installed by a migration, frozen there as rendered (tests/structure checks they match).
 --
 -- Locks: the named limits of every due waiting step, in name order (then id: a team's limit and
--- a global one may share a name), and nothing before or after them in this transaction. One
+-- a global one may share a name), then the named rates they name, in name order, and nothing
+-- before or after them in this transaction. A rate counts the units of the claims (started_at)
+-- in its trailing period, of one key value when it is per key. One
 -- claim may take several steps with different limits, so it locks them all up front: locking
 -- per step would take them out of order. Each statement of a VOLATILE function takes a fresh
 -- snapshot in READ COMMITTED: the units counted after the locks see every claim committed before
@@ -20,7 +22,7 @@
 -- {name} is the named statement of that name with each %(param)s read from the variable _param.
 
 CREATE OR REPLACE FUNCTION mantle_claim_limited(
-    _owner text, _lease float8, _room int, _limit_namespace int)
+    _owner text, _lease float8, _room int, _limit_namespace int, _rate_namespace int)
 RETURNS TABLE(step_id bigint, step_attempt int, step_name text, step_fanout_index int,
               step_execution_id uuid, execution_version_id bigint,
               execution_started_at timestamptz)
@@ -35,6 +37,11 @@ DECLARE
     _short bigint[];
     _step record;
     _i int;
+    _rate_id bigint;
+    _rates_locked bigint[] := '{}';
+    _closed_rates text[] := '{}';  -- 'rate id:key' windows a step did not fit in
+    _rate record;
+    _window text;
 BEGIN
     IF _room <= 0 THEN
         RETURN;
@@ -49,7 +56,18 @@ BEGIN
         {step_limit_lock};
         _locked := _locked || _limit_id;
     END LOOP;
-    IF cardinality(_locked) = 0 THEN
+    -- Then the rates they name, in name order: a step claim holds its limits', then its rates'.
+    FOR _rate_id IN
+        SELECT r.id FROM teams_namedrate r
+         WHERE r.id IN (SELECT w.rate_id FROM executions_stepexecution w
+                         WHERE w.status = 'waiting' AND w.rate_id IS NOT NULL
+                           AND (w.not_before IS NULL OR w.not_before <= now()))
+         ORDER BY r.name, r.id
+    LOOP
+        {step_rate_lock};
+        _rates_locked := _rates_locked || _rate_id;
+    END LOOP;
+    IF cardinality(_locked) = 0 AND cardinality(_rates_locked) = 0 THEN
         RETURN;
     END IF;
     SELECT coalesce(jsonb_object_agg(l.id::text, l.max - coalesce(held.units, 0)), '{}')
@@ -61,7 +79,7 @@ BEGIN
            WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) held ON true
      WHERE l.id = ANY(_locked) AND l.max > 0;
     FOR _step IN
-        SELECT w.id, w.limit_ids, w.limit_units
+        SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
           FROM executions_stepexecution w
           JOIN executions_execution e ON e.id = w.execution_id
           LEFT JOIN (SELECT r.team_id, sum(h.units) AS units
@@ -72,6 +90,7 @@ BEGIN
                         AND h.id = ANY(_locked)
                       GROUP BY r.team_id) team_held ON team_held.team_id = e.team_id
          WHERE w.status = 'waiting' AND e.status = 'running' AND w.limit_ids <@ _locked
+           AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
            AND (w.not_before IS NULL OR w.not_before <= now())
          ORDER BY row_number() OVER (PARTITION BY e.team_id ORDER BY e.priority DESC, w.id),
                   coalesce(team_held.units, 0), e.priority DESC, w.id
@@ -81,6 +100,24 @@ BEGIN
         IF cardinality(_short) > 0 THEN
             _closed := _closed || _short;
             CONTINUE;
+        END IF;
+        IF _step.rate_id IS NOT NULL THEN
+            -- The units claimed in the rate's trailing window (this claim's own included: a
+            -- transaction sees its writes), of the step's key when the rate is per key.
+            _window := _step.rate_id || ':' || _step.rate_key;
+            IF _window = ANY(_closed_rates) THEN
+                CONTINUE;
+            END IF;
+            SELECT r.max, r.period, r.per_key,
+                   (SELECT coalesce(sum(c.rate_units), 0) FROM executions_stepexecution c
+                     WHERE c.rate_id = r.id AND (NOT r.per_key OR c.rate_key = _step.rate_key)
+                       AND c.started_at > now() - r.period) AS used
+              INTO _rate
+              FROM teams_namedrate r WHERE r.id = _step.rate_id;
+            IF _rate.used + _step.rate_units > _rate.max THEN
+                _closed_rates := _closed_rates || _window;
+                CONTINUE;
+            END IF;
         END IF;
         RETURN QUERY
         UPDATE executions_stepexecution s

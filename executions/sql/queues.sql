@@ -133,18 +133,24 @@ SELECT e.id, v.spec->>'queue_timeout_text'
        <= statement_timestamp()
 
 -- name: steps_blocked_by
--- Of the steps %(ids)s, the waiting ones with the step-scope limit each waits for: the first of
--- its limits, in name order, without room for its units now; else (it waits for its turn, or
--- for its retry) the first it lists (docs/limits.md, Step scope).
+-- Of the steps %(ids)s, the waiting ones with what each waits for (docs/limits.md, Step scope):
+-- ('limit', name) for the first of its limits, in name order, without room for its units now;
+-- else ('rate', name) when it names a rate (its window is full, or it waits for its turn);
+-- else ('limit', the first it lists): it waits for its turn, or for its retry.
 SELECT w.id,
-       (SELECT l.name
-          FROM unnest(w.limit_ids, w.limit_units) AS u(id, units)
-          JOIN teams_namedlimit l ON l.id = u.id
-         ORDER BY l.max > 0 AND l.max - (
-                   SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
-                     FROM executions_stepexecution s
-                    WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) < u.units DESC,
-                  l.name, l.id
-         LIMIT 1)
+       CASE WHEN short.name IS NULL AND r.name IS NOT NULL THEN 'rate' ELSE 'limit' END,
+       coalesce(short.name, r.name, first.name)
   FROM executions_stepexecution w
+  LEFT JOIN teams_namedrate r ON r.id = w.rate_id
+  LEFT JOIN LATERAL (
+      SELECT l.name FROM unnest(w.limit_ids, w.limit_units) AS u(id, units)
+        JOIN teams_namedlimit l ON l.id = u.id
+       WHERE l.max > 0 AND l.max - (
+                 SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
+                   FROM executions_stepexecution s
+                  WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) < u.units
+       ORDER BY l.name, l.id LIMIT 1) short ON true
+  LEFT JOIN LATERAL (
+      SELECT l.name FROM teams_namedlimit l WHERE l.id = ANY(w.limit_ids)
+       ORDER BY l.name, l.id LIMIT 1) first ON true
  WHERE w.id = ANY(%(ids)s::bigint[]) AND w.status = 'waiting'

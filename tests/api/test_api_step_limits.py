@@ -5,11 +5,15 @@ engine's own limit-aware claim (mantle_claim_limited), without workers."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from engine import dispatch, orchestrator
 from executions.services.admission import execution_admit
+from teams.models import NamedRate
 from teams.services import named_limit_set
+from tests.commands import exit_code, run
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,3 +82,41 @@ def test_a_limit_a_step_lists_or_waits_for_cannot_be_deleted(api, two_executions
     response = api.delete("/api/v1/limits/stripe-api")
     assert response.status_code == 409
     assert "charge" in response.json()["detail"]
+
+
+def test_a_rate_is_set_over_http_and_a_global_one_needs_a_staff_key(api, team):
+    created = api.put("/api/v1/rates/stripe-calls", {"max": 100, "period": "1m"}, format="json")
+    assert (created.status_code, created.json()) == (
+        201,
+        {
+            "name": "stripe-calls",
+            "max": 100,
+            "period_seconds": 60.0,
+            "per_key": False,
+            "scope": "team",
+        },
+    )
+    changed = api.put(
+        "/api/v1/rates/stripe-calls", {"max": 5, "period": "1s", "per_key": True}, format="json"
+    )
+    assert (changed.status_code, changed.json()["per_key"]) == (200, True)
+    bad = api.put("/api/v1/rates/stripe-calls", {"max": 5, "period": "soon"}, format="json")
+    assert (bad.status_code, bad.json()["error"]) == (400, "invalid_rate")
+    refused = api.put(
+        "/api/v1/rates/shared", {"max": 5, "period": "1s", "scope": "global"}, format="json"
+    )
+    assert (refused.status_code, refused.json()["error"]) == (403, "staff_only")
+    assert NamedRate.objects.get().period == timedelta(seconds=1)
+
+
+def test_rates_set_on_the_command_line(team):
+    assert run("mantle_rates", "set", "acme", "stripe-calls", "10/1m", "--per-key").strip() == (
+        "stripe-calls created: max 10 per 60s per key"
+    )
+    assert run("mantle_rates", "set", "--global", "shared", "5/1s").strip() == (
+        "shared (global) created: max 5 per 1s"
+    )
+    assert NamedRate.objects.get(name="shared").team is None
+    assert exit_code("mantle_rates", "set", "acme", "x", "ten/1m") == 2
+    assert exit_code("mantle_rates", "set", "nobody", "x", "1/1m") == 2
+    assert exit_code("mantle_rates", "set", "acme", "x", "0/1m") == 2

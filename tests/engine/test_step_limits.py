@@ -9,13 +9,14 @@ import os
 import signal
 import uuid
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import pytest
 
 from executions.models import Execution, StepExecution, StepStatus
 from executions.services.lifecycle import execution_cancel
 from teams.models import NamedLimit, Team
-from teams.services import named_limit_set, team_create
+from teams.services import named_limit_set, named_rate_set, team_create
 from tests.concurrency.harness import UnitSampler
 from tests.engine.conftest import run, wait_for, wait_terminal
 from tests.processes import Cluster
@@ -198,3 +199,54 @@ def test_a_global_limit_serves_the_teams_in_turn(
     assert StepExecution.objects.filter(execution=flood, status="waiting").count() > 900
     execution_cancel(flood.id)
     assert wait_terminal(single).status == "completed"
+
+
+RATED = """
+name: calls
+inputs: {customer: {type: string}, items: {}}
+steps:
+  - name: call
+    action: test/noop
+    for_each: "{{ inputs.items }}"
+    rate_limit: {name: stripe-calls, key: "{{ inputs.customer }}"}
+"""
+
+
+def starts(execution: Execution) -> list[datetime]:
+    return sorted(s.started_at for s in steps_of(execution) if s.fanout_index is not None)
+
+
+def test_a_step_rate_admits_its_max_per_window_and_each_step_within_a_second_of_its_moment(
+    engine: Callable[..., Cluster], team: Team
+) -> None:
+    named_rate_set(team=team, name="stripe-calls", max=4, period=timedelta(seconds=2))
+    workflow = workflow_apply(team=team, content=RATED).workflow
+    engine(workers=1, slots=20)
+    execution = wait_terminal(run(workflow, customer="acme", items=list(range(12))), timeout=60)
+    assert execution.status == "completed", execution.error
+    started = starts(execution)
+    assert len(started) == 12
+    window = timedelta(seconds=2)
+    for i, moment in enumerate(started):
+        # Never more than 4 claims in any trailing window of 2 s ...
+        assert sum(1 for other in started if moment - window < other <= moment) <= 4
+        # ... and never later than 1 s after the window first admitted it.
+        if i >= 4:
+            earliest = started[i - 4] + window
+            assert moment - earliest <= timedelta(seconds=1), (i, moment - earliest)
+
+
+def test_a_rate_per_key_keeps_a_window_per_key_value(
+    engine: Callable[..., Cluster], team: Team
+) -> None:
+    named_rate_set(team=team, name="stripe-calls", max=1, period=timedelta(seconds=3), per_key=True)
+    workflow = workflow_apply(team=team, content=RATED).workflow
+    engine(workers=1, slots=20)
+    first, again, other = (
+        run(workflow, customer=customer, items=[0]) for customer in ("acme", "acme", "beta")
+    )
+    for execution in (first, again, other):
+        assert wait_terminal(execution, timeout=30).status == "completed"
+    [a1], [a2], [b1] = starts(first), starts(again), starts(other)
+    assert abs(b1 - min(a1, a2)) < timedelta(seconds=1.5)  # beta's window is its own
+    assert abs(a2 - a1) >= timedelta(seconds=3)

@@ -1,19 +1,21 @@
-"""A step's `limits:` (docs/limits.md, Step scope), checked when applied: names of the team's
-own or global limits, units an integer >= 1 and within the limit's max, each error with its path
-and line; nothing written when invalid."""
+"""A step's `limits:` and `rate_limit:` (docs/limits.md, Step scope), checked when applied:
+names of the team's own or global limits and rates, units an integer >= 1 and within the max, a
+rate's key over inputs and trigger, each error with its path and line; nothing written when
+invalid."""
 
 from __future__ import annotations
 
 import textwrap
 import uuid
+from datetime import timedelta
 
 import pytest
 
 from teams.models import Team
-from teams.services import named_limit_set, team_create
+from teams.services import named_limit_set, named_rate_set, team_create
 from workflows.models import WorkflowDefinition
 from workflows.schema import StepSpec, WorkflowInvalid, WorkflowSpec
-from workflows.schema.spec import StepLimit
+from workflows.schema.spec import StepLimit, StepRate
 from workflows.services import workflow_apply
 
 pytestmark = pytest.mark.django_db
@@ -90,3 +92,54 @@ def test_a_spec_stored_before_step_limits_reads_as_none() -> None:
     stored = StepSpec(name="a", action="test/noop").to_dict()
     del stored["limits"]
     assert StepSpec.from_dict(stored).limits == ()
+
+
+def rated(rate: str) -> str:
+    return textwrap.dedent(f"""\
+        name: charge
+        inputs: {{customer: {{type: string}}}}
+        steps:
+          - name: call
+            action: test/noop
+            rate_limit: {rate}
+        """)
+
+
+@pytest.mark.parametrize(
+    ("rate", "path", "message"),
+    [
+        ("{units: 1}", "steps[0].rate_limit.name", "is required"),
+        ("{name: nope}", "steps[0].rate_limit.name", "unknown named rate 'nope'"),
+        (
+            "{name: stripe-calls, units: 6}",
+            "steps[0].rate_limit.units",
+            "6 units of 'stripe-calls', over its max of 5",
+        ),
+        (
+            '{name: stripe-calls, key: "{{ inputs.nobody }}"}',
+            "steps[0].rate_limit.key",
+            'undeclared input "nobody"',
+        ),
+        (
+            '{name: stripe-calls, key: "{{ steps.x.output }}"}',
+            "steps[0].rate_limit.key",
+            "not in scope here",
+        ),
+    ],
+)
+def test_a_bad_rate_limit_is_an_error_at_its_path(
+    team: Team, rate: str, path: str, message: str
+) -> None:
+    named_rate_set(team=team, name="stripe-calls", max=5, period=timedelta(seconds=1))
+    with pytest.raises(WorkflowInvalid) as caught:
+        workflow_apply(team=team, content=rated(rate))
+    found = [(e.path, e.message) for e in caught.value.errors]
+    assert any(p == path and message in m for p, m in found), found
+    assert all(e.line == 6 for e in caught.value.errors)
+
+
+def test_a_rate_limit_is_stored_with_its_units_and_key(team: Team) -> None:
+    named_rate_set(team=None, name="stripe-calls", max=5, period=timedelta(seconds=1))
+    content = rated('{name: stripe-calls, units: 2, key: "{{ inputs.customer }}"}')
+    spec = WorkflowSpec.from_dict(workflow_apply(team=team, content=content).version.spec)
+    assert spec.steps[0].rate == StepRate("stripe-calls", 2, "{{ inputs.customer }}")

@@ -188,12 +188,19 @@ def _check_template(doc: Document, path: str, value: object, input_names: frozen
     if not isinstance(value, str) or not value.strip():
         doc.error(path, 'must be a non-empty string, usually one "{{ … }}" expression')
         return
+    for problem in template_problems(value, input_names):
+        doc.error(path, problem)
+
+
+def template_problems(value: str, input_names: frozenset[str]) -> list[str]:
+    """What is wrong with a string template evaluated at admission (over inputs and trigger)."""
     sources = find_expressions(value)
+    problems = []
     if value.count("{{") > len(sources):
-        doc.error(path, 'has a "{{" without a closing "}}"')
+        problems.append('has a "{{" without a closing "}}"')
     for source in sources:
-        for problem in _expression_problems(source, input_names):
-            doc.error(path, problem)
+        problems += _expression_problems(source, input_names)
+    return problems
 
 
 def _expression_problems(source: str, input_names: frozenset[str]) -> list[str]:

@@ -4,6 +4,7 @@ stored in a JSONField and read back by the engine)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 
@@ -55,6 +56,16 @@ class StepLimit:
     units: int = 1
 
 
+@dataclass(frozen=True)
+class StepRate:
+    """A named rate whose window a step's claim counts `units` in, per the value of `key` (a
+    template over inputs and trigger) when the rate is per key (docs/limits.md, Step scope)."""
+
+    name: str
+    units: int = 1
+    key: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepSpec:
     name: str
@@ -68,6 +79,7 @@ class StepSpec:
     for_each: list | str | None = None  # a list, or the "{{ … }}" string as written
     max_parallel: int = 0  # 0 = every branch at once
     limits: tuple[StepLimit, ...] = ()  # in name order
+    rate: StepRate | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -82,6 +94,7 @@ class StepSpec:
             "for_each": copy.deepcopy(self.for_each),
             "max_parallel": self.max_parallel,
             "limits": [{"name": limit.name, "units": limit.units} for limit in self.limits],
+            "rate": None if self.rate is None else dataclasses.asdict(self.rate),
         }
 
     @classmethod
@@ -99,6 +112,7 @@ class StepSpec:
             max_parallel=data["max_parallel"],
             # Specs stored before step-scope limits have none.
             limits=tuple(StepLimit(**limit) for limit in data.get("limits", ())),
+            rate=StepRate(**data["rate"]) if data.get("rate") else None,
         )
 
 

@@ -4,7 +4,6 @@ once, each with its path and line."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import cast
 
 from django.conf import settings
@@ -25,7 +24,7 @@ from workflows.schema.graph import check_cycles
 from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.scope import Scope, scope_problems
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
-from workflows.schema.step_limits import step_limits_read
+from workflows.schema.step_limits import StepScopeNames, step_scope_read
 from workflows.schema.triggers import triggers_read
 
 UPSTREAM_ONLY_KEYS = frozenset({"credential", "artifacts", "hooks", "token_budget"})
@@ -63,6 +62,7 @@ _STEP_KEYS = frozenset(
         "for_each",
         "max_parallel",
         "limits",
+        "rate_limit",
     }
 )
 _INPUT_KEYS = frozenset({"type", "description", "default"})
@@ -78,17 +78,16 @@ def parse_workflow(
     *,
     actions: frozenset[str] | None = None,
     limit_names: frozenset[str] | None = None,
-    step_limits: Mapping[str, int] | None = None,
+    step_scope: StepScopeNames | None = None,
 ) -> WorkflowSpec:
     """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
 
     ``actions`` are the action names steps may use; by default, those of the action registry.
     ``limit_names`` are the named limits of the team it is applied to (None: not checked);
-    ``step_limits`` the limits its steps may list, the team's and the global ones, each with its
-    max (0: unlimited; None: not checked)."""
+    ``step_scope`` the limits and rates its steps may name (None: not checked)."""
     document = document_read(text)
     validator = _Validator(
-        document, action_names() if actions is None else actions, limit_names, step_limits
+        document, action_names() if actions is None else actions, limit_names, step_scope
     )
     spec = validator.workflow()
     if document.errors or spec is None:
@@ -106,12 +105,12 @@ class _Validator:
         document: Document,
         actions: frozenset[str],
         limit_names: frozenset[str] | None,
-        step_limits: Mapping[str, int] | None,
+        step_scope: StepScopeNames | None,
     ) -> None:
         self.doc = document
         self.actions = actions
         self.limit_names = limit_names
-        self.step_limits = step_limits
+        self.step_scope = step_scope
         self.input_names: frozenset[str] = frozenset()
         self.scope = Scope(inputs=frozenset(), steps=frozenset(), step=None, fan_out=False)
         self.references: set[str] = set()  # the steps read by the expressions of one step
@@ -277,9 +276,7 @@ class _Validator:
             continue_on_error=self._boolean(step, "continue_on_error", path),
             for_each=for_each,
             max_parallel=self._int(step, "max_parallel", path, minimum=0),
-            limits=step_limits_read(
-                self.doc, step.get("limits", []), join(path, "limits"), self.step_limits
-            ),
+            **step_scope_read(self.doc, step, path, self.step_scope, self.input_names),
         )
 
     def _depends_on(
