@@ -32,6 +32,7 @@ DECLARE
     _closed_rates text[] := '{}';  -- 'rate id:key' windows a step did not fit in
     _rate record;
     _window text;
+    _limited bigint[];  -- the locked limits with a max (absent from _free: unlimited)
 BEGIN
     IF _room <= 0 THEN
         RETURN;
@@ -68,6 +69,7 @@ BEGIN
             FROM executions_stepexecution s
            WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) held ON true
      WHERE l.id = ANY(_locked) AND l.max > 0;
+    _limited := ARRAY(SELECT jsonb_object_keys(_free)::bigint);
     FOR _step IN
         SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
           FROM executions_stepexecution w
@@ -89,6 +91,9 @@ BEGIN
                          WHERE u.id = ANY(_closed) OR (_free ->> u.id::text)::int < u.units);
         IF cardinality(_short) > 0 THEN
             _closed := _closed || _short;
+            -- Every limit closed, none unlimited, no rate: no step behind can be claimed.
+            EXIT WHEN _limited <@ _closed AND cardinality(_limited) = cardinality(_locked)
+                      AND cardinality(_rates_locked) = 0;
             CONTINUE;
         END IF;
         IF _step.rate_id IS NOT NULL THEN
