@@ -1,7 +1,9 @@
-"""Step-scope limits (docs/limits.md, Step scope) against real step-worker processes: a step
-holds its limits' units only while it runs; while it waits it holds no worker slot and its
-execution stays running; a killed worker's units come back after its lease; a cancelled
-execution's waiting steps leave the wait and free nothing they did not hold."""
+"""Step-scope limits and rates (docs/limits.md, Step scope) against real step-worker processes:
+a step holds its limits' units only while it runs; while it waits it holds no worker slot and
+its execution stays running; a killed worker's units come back after its lease; a cancelled
+execution's waiting steps leave the wait and free nothing they did not hold; a global limit
+serves the teams in turn; a rate admits its max per window (per key value when per key), each
+step within a second of its earliest moment."""
 
 from __future__ import annotations
 
