@@ -36,6 +36,7 @@ from executions.selectors import (
     execution_queue_positions,
     execution_step_counts,
     execution_steps,
+    steps_blocked_by,
 )
 from executions.services.admission import Resolved
 from executions.services.idempotency import execution_admit_once
@@ -231,7 +232,8 @@ def _team_execution(team: Team, execution_id: uuid.UUID) -> Execution:
 def _step_page(steps: list[StepExecution], limit: int) -> dict[str, Any]:
     """A StepPageOutput of a page of `limit` steps: a full page may have a next one."""
     next_cursor = cursor_encode(str(steps[-1].id)) if len(steps) == limit else None
-    return {"steps": StepOutput(steps, many=True).data, "next_cursor": next_cursor}
+    context = {"blocked_by": steps_blocked_by(steps=steps)}
+    return {"steps": StepOutput(steps, many=True, context=context).data, "next_cursor": next_cursor}
 
 
 class ExecutionDetailApi(TeamApi):

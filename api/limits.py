@@ -1,7 +1,10 @@
-"""Named limits (docs/limits.md): `GET /api/v1/limits`, `PUT /api/v1/limits/<name>` `{"max": N}`,
+"""Named limits (docs/limits.md): `GET /api/v1/limits` (the team's and the global ones),
+`PUT /api/v1/limits/<name>` `{"max": N}` (`"scope": "global"` with a staff user's key),
 `DELETE /api/v1/limits/<name>` (409 `limit_in_use` while a workflow or an execution uses it)."""
 
 from __future__ import annotations
+
+from typing import cast
 
 from django.core.exceptions import ValidationError
 from drf_spectacular.utils import extend_schema
@@ -15,6 +18,7 @@ from api.serializers import ErrorOutput
 from core.bounds import MAX_COUNT
 from executions.selectors import named_limit_usage
 from executions.services.named_limits import named_limit_delete
+from teams.models import ApiKey
 from teams.services import named_limit_set
 
 
@@ -23,6 +27,9 @@ class NamedLimitOutput(serializers.Serializer):
     max = serializers.IntegerField(help_text="0: unlimited")
     in_use = serializers.IntegerField(help_text="slots held, across every workflow listing it")
     queued = serializers.IntegerField(help_text="executions queued waiting for it")
+    scope = serializers.ChoiceField(choices=["team", "global"])
+    units_in_use = serializers.IntegerField(help_text="units held by running steps listing it")
+    waiting_steps = serializers.IntegerField(help_text="steps waiting for it")
 
 
 class LimitListApi(TeamApi):
@@ -38,22 +45,31 @@ class LimitListApi(TeamApi):
 class LimitSetApi(TeamApi):
     class LimitInput(serializers.Serializer):
         max = serializers.IntegerField(min_value=0, max_value=MAX_COUNT, help_text="0: unlimited")
+        scope = serializers.ChoiceField(
+            choices=["team", "global"], default="team", help_text="global: a staff user's key"
+        )
 
     class LimitSetOutput(serializers.Serializer):
         name = serializers.CharField()
         max = serializers.IntegerField()
+        scope = serializers.CharField()
 
     @extend_schema(
         operation_id="set_limit",
         request=LimitInput,
-        responses={200: LimitSetOutput, 201: LimitSetOutput, 400: ErrorOutput},
+        responses={200: LimitSetOutput, 201: LimitSetOutput, 400: ErrorOutput, 403: ErrorOutput},
     )
     def put(self, request: Request, name: str) -> Response:
         given = self.LimitInput(data=json_object(request.body))
         given.is_valid(raise_exception=True)
+        is_global = given.validated_data["scope"] == "global"
+        if is_global and not cast(ApiKey, request.auth).is_staff:
+            raise ApiError(
+                403, "staff_only", "a global named limit is set with a staff user's key only"
+            )
         try:
             limit, created = named_limit_set(
-                team=self.team, name=name, max=given.validated_data["max"]
+                team=None if is_global else self.team, name=name, max=given.validated_data["max"]
             )
         except ValidationError as exc:
             detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())

@@ -5,11 +5,14 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.models import BlockedBy, Execution, Status
+from executions.models import BlockedBy, Execution, Status, StepExecution
 from executions.services.admission import blocked_by_name
 
 
 class StepOutput(serializers.Serializer):
+    """A step; a waiting one (docs/limits.md, Step scope) says what it waits for: blocked_by
+    "limit" or "rate", and its name."""
+
     name = serializers.CharField()
     fanout_index = serializers.IntegerField(allow_null=True)
     status = serializers.CharField()
@@ -18,6 +21,17 @@ class StepOutput(serializers.Serializer):
     error = serializers.CharField()
     started_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
+    blocked_by = serializers.SerializerMethodField()
+    blocked_by_name = serializers.SerializerMethodField()
+
+    # context["blocked_by"]: selectors.steps_blocked_by of the steps shown.
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_blocked_by(self, step: StepExecution) -> str | None:
+        return self.context["blocked_by"].get(step.id, (None, None))[0]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_blocked_by_name(self, step: StepExecution) -> str | None:
+        return self.context["blocked_by"].get(step.id, (None, None))[1]
 
 
 class ExecutionOutput(serializers.Serializer):

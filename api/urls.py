@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from api import executions, health, hooks, limits, queues, workflows
+from api import executions, health, hooks, limits, queues, rates, workflows
 
 api_v1 = [
     path("run/<str:workflow>", executions.RunApi.as_view(), name="run"),
@@ -28,6 +28,7 @@ api_v1 = [
     path("queues", queues.QueuesApi.as_view(), name="queues"),
     path("limits", limits.LimitListApi.as_view(), name="limit-list"),
     path("limits/<str:name>", limits.LimitApi.as_view(), name="limit-detail"),
+    path("rates/<str:name>", rates.RateSetApi.as_view(), name="rate-detail"),
 ]
 
 urlpatterns = [

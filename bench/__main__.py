@@ -1,8 +1,9 @@
 """`python -m bench` (`make bench`, docs/performance.md): figures 1-4 (admission, HTTP, latency,
 growth) and 5-6 (engine capacity and throughput beside DBOS), 7 (admission through PgBouncer vs
 direct), 8 (per-key admission, fairness and plans), 9 (named limit + rate admission,
-rate-promotion lateness), printed, and written to bench/RESULTS.md when every figure ran. A
-figure that cannot run is a FAILED row and a non-zero exit."""
+rate-promotion lateness), 10 (step-scope limits: throughput vs the ideal and vs an
+execution-scope limit, hand-off p99), printed, and written to bench/RESULTS.md when every
+figure ran. A figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ def main(argv: list[str]) -> None:
         promotion,
         report,
         shared,
+        steplimits,
     )
 
     results = report.Report()
@@ -136,6 +138,9 @@ def main(argv: list[str]) -> None:
             finished=finished,
         )
 
+    def figure_10() -> None:
+        steplimits.run(results)
+
     def figure_9() -> None:
         references = {kind: fixtures.fleet("bench-hot", 1, kind)[0] for kind in ("limited", "open")}
         shared.run(results, references=references, clients=16, seconds=seconds, rounds=rounds)
@@ -149,6 +154,7 @@ def main(argv: list[str]) -> None:
         7: figure_7,
         8: figure_8,
         9: figure_9,
+        10: figure_10,
     }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():

@@ -6,11 +6,13 @@ Every lock but `session_lock` (the engine clock's) is
 transaction-scoped (`pg_advisory_xact_lock`), taken inside `transaction.atomic()`, and keyed with
 the two-int form `(namespace, primary key)` so keys never collide across kinds.
 Lock order is team → named limits (by name) → workflow (workflows in id order) → key, always;
-anything else can deadlock.
+anything else can deadlock. A limit-aware step claim takes its step-scope limits' locks (by
+name, then id) and nothing before or after them (docs/limits.md, Step scope).
 
 The one exception to "inside transaction.atomic()": admission's ADMISSION_TEAM_LOCK,
 ADMISSION_LIMIT_LOCK and ADMISSION_FLOW_LOCKS, statements of the PL/pgSQL function
-`mantle_admit` (executions/sql/), called with the namespaces below. Called outside a
+`mantle_admit` (executions/sql/), and STEP_LIMIT_LOCK, of `mantle_claim_limited`, called with
+the namespaces below. Called outside a
 transaction, the function's statement is its transaction: the locks are released by its commit,
 with no Python in between.
 """
@@ -39,6 +41,7 @@ class Namespace(IntEnum):
     KEY = 7
     NAMED_LIMIT = 8
     SCHEDULES = 9
+    NAMED_RATE = 10
 
 
 def _require_transaction() -> None:
@@ -79,6 +82,19 @@ SELECT pg_advisory_xact_lock(%(limit_namespace)s, %(limit_id)s::int)
 ADMISSION_FLOW_LOCKS = """
 SELECT pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int),
        pg_advisory_xact_lock(%(key_namespace)s, %(key_lock)s)
+"""
+
+
+# mantle_claim_limited's one lock: a step-scope limit (a team's or a global named limit, the same
+# key admission locks for it), taken for each limit in name order before anything is counted.
+STEP_LIMIT_LOCK = """
+SELECT pg_advisory_xact_lock(%(limit_namespace)s, %(limit_id)s::int)
+"""
+
+
+# ... and of a step-scope rate, after every limit's, in name order.
+STEP_RATE_LOCK = """
+SELECT pg_advisory_xact_lock(%(rate_namespace)s, %(rate_id)s::int)
 """
 
 

@@ -72,6 +72,8 @@ class RunningExecution:
     elapsed_seconds: float
     steps_done: int
     steps_total: int
+    steps_waiting: int  # for step-scope limits
+    waiting_for: str | None  # those limits' names
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,8 @@ def dashboard_panels(
                 running=queue.running,
                 queued=queue.queued,
                 rejected_last_hour=sum(p.rejected_last_hour for p in workflows),
-                named_limits=named_limits[queue.team.slug],
+                # A global limit (team "") shows in every team's panel: its steps may use it.
+                named_limits=named_limits[queue.team.slug] + named_limits[""],
                 workflows=workflows,
                 queued_executions=queued[queue.team.id],
                 running_executions=running[queue.team.id],

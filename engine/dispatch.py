@@ -16,6 +16,10 @@ So one team's backlog (50,000 branches, or thousands of executions) holds back a
 start by at most one step per team with work; the orchestrator keeps at most FANOUT_WINDOW
 branches of a fan-out pending, which bounds what a claim ranks.
 
+A step with step-scope limits is created `waiting`, never `pending`: the plain claim never sees
+it; the limit-aware claim (`steps_claim_limited`, which takes those limits' locks) makes it
+running when every limit it lists has room, before the plain claim fills the free slots.
+
 A claim returns what running the attempt needs (engine.runner.prepare), so an attempt whose
 params read no expression starts without another query.
 
@@ -32,6 +36,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import connection
 
+from core import locks
 from executions.sql import queries
 
 
@@ -61,6 +66,23 @@ def steps_claim(owner: str, limit: int) -> list[Claim]:
         cursor.execute(
             queries["steps_claim"],
             {"owner": owner, "limit": limit, "lease": settings.MANTLE.engine.step_lease},
+        )
+        return [Claim(*row) for row in cursor.fetchall()]
+
+
+def steps_claim_limited(owner: str, limit: int) -> list[Claim]:
+    """waiting → running for up to `limit` due steps whose step-scope limits have room, under
+    those limits' locks (mantle_claim_limited; docs/limits.md, Step scope)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries["steps_claim_limited"],
+            {
+                "owner": owner,
+                "limit": limit,
+                "lease": settings.MANTLE.engine.step_lease,
+                "limit_namespace": locks.Namespace.NAMED_LIMIT,
+                "rate_namespace": locks.Namespace.NAMED_RATE,
+            },
         )
         return [Claim(*row) for row in cursor.fetchall()]
 
@@ -100,9 +122,13 @@ def attempts_settle(rows: list[SettleRow]) -> dict[int, uuid.UUID]:
         return dict(cursor.fetchall())
 
 
+# Seconds between the claimer's claims while a step waits for a rate's window to admit it.
+RATE_POLL = 0.5
+
+
 def steps_next_due() -> float | None:
     with connection.cursor() as cursor:
-        cursor.execute(queries["steps_next_due"])
+        cursor.execute(queries["steps_next_due"], {"rate_poll": RATE_POLL})
         seconds = cursor.fetchone()[0]
     return None if seconds is None else float(seconds)
 

@@ -33,6 +33,7 @@ from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import lifecycle
 from executions.sql import queries
 from teams.models import Team
+from teams.selectors import step_limit_ids, step_rates
 from workflows.expressions import ExpressionError, evaluate_condition, render
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 DONE = frozenset(
     {StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.CANCELLED}
 )
-LIVE = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
+LIVE = frozenset({StepStatus.PENDING, StepStatus.WAITING, StepStatus.RUNNING})
 FANOUT_WINDOW = 1000  # branch rows of one fan-out pending or running at once, at most
 
 
@@ -125,9 +126,43 @@ class _Plan:
     branches: dict[str, _Branches]
     # Step rows to insert (by advance_many, in one statement with other executions').
     created: list[StepExecution]
+    # The ids of the step-scope limits its steps list, by name: read once, when first needed.
+    limit_ids: dict[str, int] | None = None
 
     def parent(self, name: str) -> StepExecution | None:
         return next((r for r in self.rows if r.name == name), None)
+
+    def runnable(self, step: StepSpec) -> dict[str, Any]:
+        """The fields of a row of `step` ready to run: pending, or waiting with its step-scope
+        limits (docs/limits.md, Step scope), resolved by name to the team's own or else a
+        global limit; failed when one of them no longer exists."""
+        if not step.limits and step.rate is None:
+            return {"status": StepStatus.PENDING}
+        if self.limit_ids is None:
+            names = {limit.name for s in self.spec.steps for limit in s.limits}
+            self.limit_ids = step_limit_ids(team_id=self.execution.team_id, names=names)
+        missing = [limit.name for limit in step.limits if limit.name not in self.limit_ids]
+        if missing:
+            return _failed(f"unknown named limit {missing[0]!r} (deleted since applied)")
+        fields = {
+            "status": StepStatus.WAITING,
+            "limit_ids": [self.limit_ids[limit.name] for limit in step.limits],
+            "limit_units": [limit.units for limit in step.limits],
+        }
+        if step.rate is None:
+            return fields
+        rate = step_rates(team_id=self.execution.team_id).get(step.rate.name)
+        if rate is None:
+            return _failed(f"unknown named rate {step.rate.name!r} (deleted since applied)")
+        rate_id, _, per_key = rate
+        key = ""
+        if per_key and step.rate.key is not None:
+            context = expression_context(self.execution, self.rows)
+            try:
+                key = str(render(step.rate.key, context))[:200]
+            except ExpressionError as exc:
+                return _failed(f"rate_limit.key: {exc}")
+        return {**fields, "rate_id": rate_id, "rate_units": step.rate.units, "rate_key": key}
 
     def create(self, step: StepSpec, **fields: Any) -> None:
         """A row that is not written again in this advance: inserted with the batch."""
@@ -159,6 +194,10 @@ class _Plan:
 def engine_error(exc: BaseException) -> str:
     """The error recorded when the engine itself raised while running an execution."""
     return f"engine error: {type(exc).__name__}: {exc}"
+
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"status": StepStatus.FAILED, "error": error, "completed_at": Now()}
 
 
 def advance(execution_id: uuid.UUID) -> None:
@@ -319,7 +358,7 @@ def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
         plan.create(step, status=StepStatus.SKIPPED, completed_at=Now())
         return
     if step.if_ is None and step.for_each is None:
-        plan.create(step, status=StepStatus.PENDING)
+        plan.create(step, **plan.runnable(step))
         return
     context = expression_context(plan.execution, plan.rows)
     try:
@@ -327,7 +366,7 @@ def _start_if_ready(plan: _Plan, step: StepSpec) -> None:
             plan.create(step, status=StepStatus.SKIPPED, completed_at=Now())
             return
         if step.for_each is None:
-            plan.create(step, status=StepStatus.PENDING)
+            plan.create(step, **plan.runnable(step))
             return
         items = render(step.for_each, context)
     except ExpressionError as exc:
@@ -356,13 +395,10 @@ def _advance_fanout(plan: _Plan, step: StepSpec, parent: StepExecution) -> None:
     if step.max_parallel:
         room = min(room, step.max_parallel - counts.live)
     if room > 0:
+        # Each branch is a step: it holds the step's limits for its own run.
+        fields = plan.runnable(step)
         StepExecution.objects.bulk_create(
-            StepExecution(
-                execution=plan.execution,
-                name=step.name,
-                fanout_index=index,
-                status=StepStatus.PENDING,
-            )
+            StepExecution(execution=plan.execution, name=step.name, fanout_index=index, **fields)
             for index in range(created, created + room)
         )
         return

@@ -411,7 +411,10 @@ def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
     """Claim steps, and read the specs of versions this process has not seen (once each)."""
     if limit <= 0:
         return []
-    claims = dispatch.steps_claim(owner, limit)
+    # Steps with step-scope limits first: a unit freed is handed on at once.
+    claims = dispatch.steps_claim_limited(owner, limit)
+    if len(claims) < limit:
+        claims += dispatch.steps_claim(owner, limit - len(claims))
     for version_id in {claim.version_id for claim in claims}:
         orchestrator.spec_by_id(version_id)
     return claims

@@ -2,12 +2,14 @@
 
 One statement reads both per-workflow gauges: the queue depth and the running count of a scrape
 come from one snapshot. Every workflow with a current version gets a series, 0 included, and
-every named limit a series of its slots in use.
+every named limit a series of its slots in use, of the units its running steps hold and of the
+steps waiting for it (docs/limits.md, Step scope).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 
 from django.db import DatabaseError, connection
@@ -20,7 +22,7 @@ from executions.sql import queries
 logger = logging.getLogger(__name__)
 
 
-def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+def _families() -> tuple[GaugeMetricFamily, ...]:
     labels = ["team", "workflow"]
     return (
         GaugeMetricFamily(
@@ -36,6 +38,17 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
             "Slots of a named limit held (pending or running executions that list it).",
             labels=["team", "limit"],
         ),
+        GaugeMetricFamily(
+            "mantle_limit_units_in_use",
+            "Units of a named limit held by running steps that list it (step scope); team is "
+            "empty for a global limit.",
+            labels=["scope", "team", "limit"],
+        ),
+        GaugeMetricFamily(
+            "mantle_steps_waiting",
+            "Steps waiting for a named limit (of any team: by name alone).",
+            labels=["limit"],
+        ),
     )
 
 
@@ -44,7 +57,7 @@ class LiveExecutionsCollector(Collector):
         yield from _families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        queued, running, limit_slots = _families()
+        queued, running, limit_slots, units, waiting = _families()
         try:
             with connection.cursor() as cursor:
                 cursor.execute(queries["live_counts"])
@@ -57,8 +70,16 @@ class LiveExecutionsCollector(Collector):
         for team, workflow, queued_count, running_count in rows:
             queued.add_metric([team, workflow], queued_count)
             running.add_metric([team, workflow], running_count)
+        waiting_by_name: Counter[str] = Counter()
         for limit in limits:
-            limit_slots.add_metric([limit.team, limit.name], limit.in_use)
+            if limit.scope == "team":
+                limit_slots.add_metric([limit.team, limit.name], limit.in_use)
+            units.add_metric([limit.scope, limit.team, limit.name], limit.units_in_use)
+            waiting_by_name[limit.name] += limit.waiting_steps
+        for name, count in sorted(waiting_by_name.items()):
+            waiting.add_metric([name], count)
         yield queued
         yield running
         yield limit_slots
+        yield units
+        yield waiting

@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from teams.models import Team
+from teams.models import NamedRate, Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
 
 
@@ -175,6 +175,9 @@ class StepStatus(models.TextChoices):
     FAILED = "failed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    # Its step-scope limits have no room for it yet (docs/limits.md, Step scope): it holds
+    # nothing, neither units nor a worker slot, until a limit-aware claim makes it running.
+    WAITING = "waiting"
 
 
 class StepExecution(models.Model):
@@ -190,6 +193,18 @@ class StepExecution(models.Model):
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     not_before = models.DateTimeField(null=True, blank=True)
+    # Its step-scope named limits (ids, resolved when the row is created) and the units it holds
+    # of each, in the same order: held while running, counted from these rows under each
+    # limit's lock (docs/limits.md, Step scope). Empty for a step without `limits:`.
+    limit_ids = ArrayField(models.BigIntegerField(), db_default=[], blank=True)
+    limit_units = ArrayField(models.PositiveIntegerField(), db_default=[], blank=True)
+    # Its step-scope rate (`rate_limit:`): the named rate's id, the units each claim counts in
+    # its window, and the key value (evaluated when the row is created; "" when not per key).
+    rate = models.ForeignKey(
+        NamedRate, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    rate_units = models.PositiveIntegerField(default=0)
+    rate_key = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -214,7 +229,12 @@ class StepExecution(models.Model):
                 fields=["execution", "name"],
                 name="step_unfinished",
                 condition=Q(
-                    status__in=[StepStatus.PENDING, StepStatus.RUNNING, StepStatus.FAILED],
+                    status__in=[
+                        StepStatus.PENDING,
+                        StepStatus.WAITING,
+                        StepStatus.RUNNING,
+                        StepStatus.FAILED,
+                    ],
                     fanout_index__isnull=False,
                 ),
             ),
@@ -223,6 +243,24 @@ class StepExecution(models.Model):
                 fields=["not_before"],
                 name="step_pending",
                 condition=Q(status=StepStatus.PENDING),
+            ),
+            # Waiting steps: what the limit-aware claim serves (mantle_claim_limited).
+            models.Index(
+                fields=["not_before"],
+                name="step_waiting",
+                condition=Q(status=StepStatus.WAITING),
+            ),
+            # The claims of one step-scope rate in its trailing window.
+            models.Index(
+                fields=["rate", "rate_key", "started_at"],
+                name="step_rate_window",
+                condition=Q(rate__isnull=False),
+            ),
+            # The running holders of one step-scope limit: counted by every limit-aware claim.
+            GinIndex(
+                fields=["limit_ids"],
+                name="step_limit_holders",
+                condition=Q(status=StepStatus.RUNNING),
             ),
         ]
 

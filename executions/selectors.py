@@ -11,26 +11,34 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
-from executions.models import Execution, Status, StepExecution
+from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.sql import queries
 from teams.models import Team
 
 
 @dataclass(frozen=True)
 class NamedLimitUsage:
-    team: str
+    team: str  # "" for a global limit
     name: str
     max: int  # 0: unlimited
     in_use: int  # slot holders, across every workflow that lists it
     queued: int  # executions queued waiting for it (blocked_by "limit")
+    scope: str  # "team" or "global"
+    units_in_use: int  # held by running steps that list it (step scope)
+    waiting_steps: int  # steps waiting for it
+    oldest_waiting_at: datetime | None
 
 
-def named_limit_usage(*, teams: Iterable[Team] | None = None) -> list[NamedLimitUsage]:
-    """The named limits of the teams (None: of every team) with their live use, by team slug
-    and name. One query."""
+def named_limit_usage(
+    *, teams: Iterable[Team] | None = None, with_global: bool = True
+) -> list[NamedLimitUsage]:
+    """The named limits of the teams (None: of every team) and the global ones (unless not
+    `with_global`) with their live use, by team slug (global last) and name. One query."""
     team_ids = None if teams is None else [team.id for team in teams]
     with connection.cursor() as cursor:
-        cursor.execute(queries["named_limit_usage"], {"team_ids": team_ids})
+        cursor.execute(
+            queries["named_limit_usage"], {"team_ids": team_ids, "with_global": with_global}
+        )
         return [NamedLimitUsage(*row) for row in cursor.fetchall()]
 
 
@@ -103,6 +111,17 @@ def execution_steps(
     if status is not None:
         steps = steps.filter(status=status)
     return list(steps[:limit])
+
+
+def steps_blocked_by(*, steps: Iterable[StepExecution]) -> dict[int, tuple[str, str]]:
+    """What each waiting one of `steps` waits for, by step id: ("limit" or "rate", its name).
+    One query."""
+    waiting = [step.id for step in steps if step.status == StepStatus.WAITING]
+    if not waiting:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(queries["steps_blocked_by"], {"ids": waiting})
+        return {step_id: (by, name) for step_id, by, name in cursor.fetchall()}
 
 
 def execution_step_counts(*, execution: Execution) -> dict[str, int]:

@@ -22,6 +22,7 @@ COMMANDS = {
     "validate": ("mantle_validate", "check workflow YAML files (no database needed)"),
     "teams": ("mantle_teams", "create and list teams, set or clear their concurrency limit"),
     "limits": ("mantle_limits", "set, list and delete a team's named limits"),
+    "rates": ("mantle_rates", "set, list and delete named rates of steps (a team's or global)"),
     "keys": ("mantle_keys", "create API keys"),
     "admin": ("mantle_admin", "reset the admin user's password (kept in .mantle/credentials)"),
     "serve": ("mantle_serve", "run the web app, the API and the workers until Ctrl-C"),

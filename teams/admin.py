@@ -83,19 +83,19 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ("team", "name")
-        return ("team", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+            return ("team", "user", "name")
+        return ("team", "user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         if obj is None:
             return []
-        return ["team", "prefix", "created_at", "last_used_at", "revoked_at"]
+        return ["team", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
         if change:
             obj.save(update_fields=["name"])
             return
-        created, key = api_key_create(team=obj.team, name=obj.name)
+        created, key = api_key_create(team=obj.team, name=obj.name, user=obj.user)
         # The admin goes on with `obj` (log entry, redirect): make it the stored key.
         obj.__dict__.update(created.__dict__)
         messages.warning(

@@ -42,11 +42,20 @@ NAMED_LIMIT_NAME = r"[a-z][a-z0-9_-]*"
 
 
 class NamedLimit(models.Model):
-    """A limit of one team that workflows share (docs/limits.md, Named limits): every execution
-    of a workflow that lists it under `limits:` holds one of its slots while pending or running.
-    Held slots are counted from executions' rows (Execution.named_limits), never kept here."""
+    """A limit that workflows share (docs/limits.md): every execution of a workflow that lists it
+    under `limits:` holds one of its slots while pending or running, and every step that lists it
+    holds its units while running. Held slots and units are counted from executions' and steps'
+    rows, never kept here. A team's, or global (no team: shared by every team's steps, set by
+    staff only)."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="named_limits")
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        related_name="named_limits",
+        null=True,
+        blank=True,
+        help_text="Blank: a global limit, shared by the steps of every team.",
+    )
     name = models.CharField(
         max_length=63,
         validators=[RegexValidator(f"^{NAMED_LIMIT_NAME}$", "lower case: ^[a-z][a-z0-9_-]*$")],
@@ -56,17 +65,76 @@ class NamedLimit(models.Model):
     class Meta:
         ordering = ["team", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="named_limit_unique_name")
+            models.UniqueConstraint(fields=["team", "name"], name="named_limit_unique_name"),
+            models.UniqueConstraint(
+                fields=["name"],
+                name="named_limit_unique_global_name",
+                condition=models.Q(team__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.team}/{self.name}"
+        return f"{self.team or 'global'}/{self.name}"
+
+    @property
+    def scope(self) -> str:
+        return "team" if self.team_id is not None else "global"
+
+
+class NamedRate(models.Model):
+    """A rate that steps share (docs/limits.md, Step scope): the steps that name it under
+    `rate_limit:` start at most `max` units per trailing `period` (per key value when
+    `per_key`), counted from the steps' rows (their claim times), never kept here. A team's, or
+    global (no team: shared by every team's steps, set by staff only)."""
+
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        related_name="named_rates",
+        null=True,
+        blank=True,
+        help_text="Blank: a global rate, shared by the steps of every team.",
+    )
+    name = models.CharField(
+        max_length=63,
+        validators=[RegexValidator(f"^{NAMED_LIMIT_NAME}$", "lower case: ^[a-z][a-z0-9_-]*$")],
+    )
+    max = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    period = models.DurationField()
+    per_key = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="named_rate_unique_name"),
+            models.UniqueConstraint(
+                fields=["name"],
+                name="named_rate_unique_global_name",
+                condition=models.Q(team__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team or 'global'}/{self.name}"
+
+    @property
+    def scope(self) -> str:
+        return "team" if self.team_id is not None else "global"
 
 
 class ApiKey(models.Model):
     """An API key of one team. Only the SHA-256 of the key is stored; the key is shown once."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    # The user the key acts for, if any: a staff user's key may also change global named limits
+    # (docs/limits.md, Step scope).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_keys",
+    )
     name = models.CharField(max_length=200, blank=True)
     prefix = models.CharField(max_length=12, help_text="The first characters, for recognition.")
     key_hash = models.CharField(max_length=64, unique=True)
@@ -83,6 +151,10 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def is_staff(self) -> bool:
+        return self.user is not None and self.user.is_staff and self.user.is_active
 
     @staticmethod
     def hash(key: str) -> str:

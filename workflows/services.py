@@ -10,10 +10,11 @@ from django.db import transaction
 
 from core import locks
 from teams.models import Team
-from teams.selectors import named_limit_names
+from teams.selectors import named_limit_names, step_limit_maxes, step_rates
 from teams.signals import limit_loosened, loosens
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 from workflows.schema import SchemaError, WorkflowInvalid, WorkflowSpec, validate_workflow
+from workflows.schema.step_limits import StepScopeNames
 from workflows.selectors import webhook_path_taken
 
 
@@ -34,7 +35,13 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
     are looser promotes what now fits. Every named limit it lists must exist in the team
     (checked again under the team's lock, which deleting a named limit takes).
     """
-    validated = validate_workflow(content, limit_names=named_limit_names(team=team))
+    step_scope = StepScopeNames(
+        limits=step_limit_maxes(team=team),
+        rates={name: most for name, (_, most, _) in step_rates(team_id=team.id).items()},
+    )
+    validated = validate_workflow(
+        content, limit_names=named_limit_names(team=team), step_scope=step_scope
+    )
     spec, warnings = validated.spec, validated.warnings
     if name is not None and spec.name != name:
         message = f"must be {name!r}, the name in the request path (got {spec.name!r})"
@@ -86,6 +93,15 @@ def _check_named_limits_exist(spec: WorkflowSpec, team: Team) -> None:
         SchemaError(path=f"limits[{i}]", message=f"unknown named limit {name!r}", line=None)
         for i, name in enumerate(spec.limits)
         if name not in known
+    ]
+    step_known = step_limit_maxes(team=team)
+    errors += [
+        SchemaError(
+            path=f"steps[{i}].limits", message=f"unknown named limit {limit.name!r}", line=None
+        )
+        for i, step in enumerate(spec.steps)
+        for limit in step.limits
+        if limit.name not in step_known
     ]
     if errors:
         raise WorkflowInvalid(errors)

@@ -92,7 +92,8 @@ def executions_finish_locked(finishes: list[tuple[Execution, str, str]]) -> list
         unfinished = [e.id for e in ended if e.status != Status.COMPLETED]
         if unfinished:
             StepExecution.objects.filter(execution_id__in=unfinished).filter(
-                Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_owner="")
+                Q(status__in=[StepStatus.PENDING, StepStatus.WAITING])
+                | Q(status=StepStatus.RUNNING, lease_owner="")
             ).update(status=StepStatus.CANCELLED, completed_at=Now())
         for execution in ended:
             post_save.send(

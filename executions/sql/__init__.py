@@ -81,7 +81,9 @@ def _variables(statement: str) -> str:
     return _PARAM.sub(r"_\1", statement)
 
 
-_SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name != "mantle_admit.sql")
+# The PL/pgSQL functions, each written out whole in a file of its own.
+_FUNCTIONS = ("mantle_admit.sql", "mantle_claim_limited.sql")
+_SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _FUNCTIONS)
 _BLOCKS = _blocks(_SOURCES)
 
 queries: dict[str, str] = {name: _render(body, _BLOCKS) for name, body in _BLOCKS.items()}
@@ -106,6 +108,19 @@ ADMIT_FUNCTION = _render(
         **LOCKS_IN_FUNCTION,
         "admitted_announced_after_commit": _performed(queries["admitted_announced_after_commit"]),
     },
+    in_function=True,
+)
+
+
+# mantle_claim_limited's lock statement (core.locks owns the lock SQL).
+CLAIM_LOCKS_IN_FUNCTION = {
+    "step_limit_lock": _performed(locks.STEP_LIMIT_LOCK),
+    "step_rate_lock": _performed(locks.STEP_RATE_LOCK),
+}
+
+CLAIM_LIMITED_FUNCTION = _render(
+    _without_leading_comments((_HERE / "mantle_claim_limited.sql").read_text()),
+    {**_BLOCKS, **CLAIM_LOCKS_IN_FUNCTION},
     in_function=True,
 )
 

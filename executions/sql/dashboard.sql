@@ -46,9 +46,12 @@ SELECT d.id, d.team_id, w.name, NULL, d.blocked_by,
 -- name: dashboard_running
 -- The slot holders of each team, oldest first, with their steps' progress: a fan-out step's
 -- parent row (it holds the items) counts as one step per item, as its branches are created
--- lazily.
-SELECT id, team_id, name, status, elapsed, done, total FROM (
-  SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total,
+-- lazily; its steps waiting for step-scope limits and those limits' names (docs/limits.md).
+SELECT id, team_id, name, status, elapsed, done, total, waiting, waiting_for FROM (
+  SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total, st.waiting,
+         (SELECT string_agg(DISTINCT l.name, ', ' ORDER BY l.name)
+            FROM executions_stepexecution ws JOIN teams_namedlimit l ON l.id = ANY(ws.limit_ids)
+           WHERE ws.execution_id = e.id AND ws.status = 'waiting') AS waiting_for,
          extract(epoch FROM statement_timestamp()
                  - coalesce(e.started_at, e.promoted_at, e.created_at)) AS elapsed,
          row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank
@@ -62,7 +65,8 @@ SELECT id, team_id, name, status, elapsed, done, total FROM (
                AND s.status IN ('completed', 'failed', 'skipped', 'cancelled')) AS done,
              jsonb_array_length(v.spec -> 'steps')
                + coalesce(sum(jsonb_array_length(s.items) - 1)
-                          FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total
+                          FILTER (WHERE jsonb_typeof(s.items) = 'array'), 0) AS total,
+             count(*) FILTER (WHERE s.status = 'waiting') AS waiting
         FROM executions_stepexecution s WHERE s.execution_id = e.id
     ) st
    WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {slot_holding}

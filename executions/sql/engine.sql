@@ -78,10 +78,24 @@ UPDATE executions_stepexecution s
    AND e.id = s.execution_id
 RETURNING {step_claimed}
 
+-- name: steps_claim_limited
+-- waiting → running, leased to %(owner)s, for up to %(limit)s due steps with step-scope limits
+-- or a rate whose limits have room and whose window admits them: mantle_claim_limited (its own
+-- file), which takes the limits' and rates' locks.
+SELECT * FROM mantle_claim_limited(
+    %(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s, %(rate_namespace)s)
+
 -- name: steps_next_due
--- Seconds until the earliest pending step waiting for its `not_before` (a retry's backoff).
-SELECT extract(epoch FROM min(not_before) - now()) FROM executions_stepexecution
- WHERE status = 'pending' AND not_before > now()
+-- Seconds until the earliest pending or waiting step waiting for its `not_before` (a retry's
+-- backoff); at most RATE_POLL while a step waits for a rate's window (so it starts within
+-- 1 s of the moment the window admits it).
+SELECT extract(epoch FROM least(
+    (SELECT now() + make_interval(secs => %(rate_poll)s) FROM executions_stepexecution
+      WHERE status = 'waiting' AND rate_id IS NOT NULL LIMIT 1),
+    (SELECT min(not_before) FROM executions_stepexecution
+      WHERE status = 'pending' AND not_before > now()),
+    (SELECT min(not_before) FROM executions_stepexecution
+      WHERE status = 'waiting' AND not_before > now())) - now())
 
 -- name: leases_renew
 -- Renew every lease %(owner)s holds, fenced by attempt; the steps it no longer holds are missing
@@ -94,20 +108,22 @@ UPDATE executions_stepexecution s
 RETURNING s.id, e.status
 
 -- name: leases_release
--- A stopping worker hands back the attempts it did not finish, as if never claimed.
+-- A stopping worker hands back the attempts it did not finish, as if never claimed (a step with
+-- step-scope limits waits for them again).
 UPDATE executions_stepexecution s
-   SET status = 'pending', lease_owner = '', lease_expires_at = NULL, started_at = NULL
+   SET status = CASE WHEN s.limit_ids = '{}' THEN 'pending' ELSE 'waiting' END, lease_owner = '', lease_expires_at = NULL, started_at = NULL
   FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempt), executions_execution e
  WHERE s.id = held.id AND s.attempt = held.attempt AND s.status = 'running'
    AND s.lease_owner = %(owner)s AND e.id = s.execution_id AND e.status = 'running'
 
 -- name: steps_settle
 -- End many attempts at once, each fenced by its owner and attempt: a retry becomes pending
--- again (the next attempt, claimable after %(delays)s seconds), anything else takes its final
--- status. Returns the attempts it ended with their executions; an attempt missing from the
+-- again (the next attempt, claimable after %(delays)s seconds; waiting, for a step with
+-- step-scope limits), anything else takes its final status. Returns the attempts it ended with their executions; an attempt missing from the
 -- result was no longer its owner's.
 UPDATE executions_stepexecution s
-   SET status = CASE WHEN o.delay IS NULL THEN o.status ELSE 'pending' END,
+   SET status = CASE WHEN o.delay IS NOT NULL AND s.limit_ids <> '{}' THEN 'waiting'
+                     WHEN o.delay IS NOT NULL THEN 'pending' ELSE o.status END,
        attempt = CASE WHEN o.delay IS NULL THEN s.attempt ELSE s.attempt + 1 END,
        not_before = CASE WHEN o.delay IS NULL THEN s.not_before
                          ELSE now() + make_interval(secs => o.delay) END,
@@ -142,12 +158,13 @@ SELECT e.id FROM executions_execution e
    AND e.started_at + make_interval(secs => (v.spec ->> 'timeout')::float) <= now()
 
 -- name: executions_stalled
--- Running executions where nothing is pending or running: an `advance` was lost.
+-- Running executions where nothing is pending, waiting or running: an `advance` was lost.
 SELECT e.id FROM executions_execution e
  WHERE e.status = 'running' AND e.started_at <= now() - make_interval(secs => %(lease)s)
    AND NOT EXISTS (SELECT 1 FROM executions_stepexecution s
                     WHERE s.execution_id = e.id
-                      AND (s.status = 'pending' OR (s.status = 'running' AND s.lease_owner <> '')))
+                      AND (s.status IN ('pending', 'waiting')
+                           OR (s.status = 'running' AND s.lease_owner <> '')))
 
 -- name: executions_finish
 -- End many executions at once (lifecycle.executions_finish_locked: rows its caller read under

@@ -45,18 +45,30 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
  ORDER BY w.name
 
 -- name: named_limit_usage
--- The named limits of the teams %(team_ids)s (NULL: of every team), by team and name: their max, slot
--- holders (across every workflow that lists them) and the executions queued waiting for them.
-SELECT t.slug, l.name, l.max,
+-- The named limits of the teams %(team_ids)s (NULL: of every team), and the global ones when
+-- %(with_global)s, by team (global last) and name: their max, slot holders (executions, across
+-- every workflow that lists them), the executions queued waiting for them, their scope, the
+-- units held by running steps (docs/limits.md, Step scope), the steps waiting for them and
+-- the oldest wait.
+SELECT coalesce(t.slug, ''), l.name, l.max,
        (SELECT count(*) FROM executions_execution e
          WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}),
        (SELECT count(*) FROM executions_execution e
          WHERE e.team_id = l.team_id AND e.status = 'queued' AND e.blocked_by = 'limit'
-           AND e.blocked_by_limit = l.name)
+           AND e.blocked_by_limit = l.name),
+       CASE WHEN l.team_id IS NULL THEN 'global' ELSE 'team' END,
+       (SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
+          FROM executions_stepexecution s
+         WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]),
+       waiting.steps, waiting.oldest
   FROM teams_namedlimit l
-  JOIN teams_team t ON t.id = l.team_id
+  LEFT JOIN teams_team t ON t.id = l.team_id
+ CROSS JOIN LATERAL (SELECT count(*) AS steps, min(s.created_at) AS oldest
+                       FROM executions_stepexecution s
+                      WHERE s.status = 'waiting' AND s.limit_ids @> ARRAY[l.id]) waiting
  WHERE %(team_ids)s::bigint[] IS NULL OR l.team_id = ANY(%(team_ids)s)
- ORDER BY t.slug, l.name
+    OR (l.team_id IS NULL AND %(with_global)s)
+ ORDER BY l.team_id IS NULL, t.slug, l.name
 
 -- name: busiest_keys
 -- Per workflow of the teams, its 20 keys with the longest queues (keyed executions only): their
@@ -119,3 +131,26 @@ SELECT e.id, v.spec->>'queue_timeout_text'
  WHERE e.status = 'queued' AND jsonb_typeof(v.spec->'queue_timeout') = 'number'
    AND e.queued_at + make_interval(secs => (v.spec->>'queue_timeout')::float)
        <= statement_timestamp()
+
+-- name: steps_blocked_by
+-- Of the steps %(ids)s, the waiting ones with what each waits for (docs/limits.md, Step scope):
+-- ('limit', name) for the first of its limits, in name order, without room for its units now;
+-- else ('rate', name) when it names a rate (its window is full, or it waits for its turn);
+-- else ('limit', the first it lists): it waits for its turn, or for its retry.
+SELECT w.id,
+       CASE WHEN short.name IS NULL AND r.name IS NOT NULL THEN 'rate' ELSE 'limit' END,
+       coalesce(short.name, r.name, first.name)
+  FROM executions_stepexecution w
+  LEFT JOIN teams_namedrate r ON r.id = w.rate_id
+  LEFT JOIN LATERAL (
+      SELECT l.name FROM unnest(w.limit_ids, w.limit_units) AS u(id, units)
+        JOIN teams_namedlimit l ON l.id = u.id
+       WHERE l.max > 0 AND l.max - (
+                 SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
+                   FROM executions_stepexecution s
+                  WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) < u.units
+       ORDER BY l.name, l.id LIMIT 1) short ON true
+  LEFT JOIN LATERAL (
+      SELECT l.name FROM teams_namedlimit l WHERE l.id = ANY(w.limit_ids)
+       ORDER BY l.name, l.id LIMIT 1) first ON true
+ WHERE w.id = ANY(%(ids)s::bigint[]) AND w.status = 'waiting'

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from teams.models import NamedLimit
+from teams.services import api_key_create
 from tests.factories import workflow_yaml
 from workflows.services import workflow_apply
 
@@ -14,7 +15,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_put_creates_then_changes_a_limit_and_get_lists_its_use(api, team):
     created = api.put("/api/v1/limits/prod-db", {"max": 1}, format="json")
-    assert (created.status_code, created.json()) == (201, {"name": "prod-db", "max": 1})
+    assert (created.status_code, created.json()) == (
+        201,
+        {"name": "prod-db", "max": 1, "scope": "team"},
+    )
     workflow_apply(team=team, content=workflow_yaml("a", extra="limits: [prod-db]\n"))
     admitted = api.post("/api/v1/run/a").json()
     queued = api.post("/api/v1/run/a").json()
@@ -27,7 +31,17 @@ def test_put_creates_then_changes_a_limit_and_get_lists_its_use(api, team):
     detail = api.get(f"/api/v1/executions/{queued['execution_id']}").json()
     assert (detail["blocked_by"], detail["blocked_by_name"]) == ("limit", "prod-db")
     assert api.get("/api/v1/limits").json() == {
-        "limits": [{"name": "prod-db", "max": 1, "in_use": 1, "queued": 1}]
+        "limits": [
+            {
+                "name": "prod-db",
+                "max": 1,
+                "in_use": 1,
+                "queued": 1,
+                "scope": "team",
+                "units_in_use": 0,
+                "waiting_steps": 0,
+            }
+        ]
     }
     changed = api.put("/api/v1/limits/prod-db", {"max": 2}, format="json")
     assert (changed.status_code, changed.json()["max"]) == (200, 2)
@@ -102,3 +116,25 @@ def test_over_http_it_is_429_rate_limited_with_retry_after(api, team, make_workf
     assert response.json()["error"] == "rate_limited"
     assert response.json()["scope"] == "rate"
     assert 59 <= int(response["Retry-After"]) <= 60
+
+
+def test_a_global_limit_is_set_with_a_staff_users_key_only(api, team, django_user_model):
+    refused = api.put("/api/v1/limits/prod-db", {"max": 3, "scope": "global"}, format="json")
+    assert (refused.status_code, refused.json()["error"]) == (403, "staff_only")
+    assert not NamedLimit.objects.exists()
+    staff = django_user_model.objects.create_user("ops", is_staff=True)
+    _, key = api_key_create(team=team, user=staff)
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    created = api.put("/api/v1/limits/prod-db", {"max": 3, "scope": "global"}, format="json")
+    assert (created.status_code, created.json()) == (
+        201,
+        {"name": "prod-db", "max": 3, "scope": "global"},
+    )
+    assert NamedLimit.objects.get().team is None
+    # Every team lists it, beside its own.
+    api.put("/api/v1/limits/own", {"max": 1}, format="json")
+    listed = api.get("/api/v1/limits").json()["limits"]
+    assert [(lim["name"], lim["scope"], lim["max"]) for lim in listed] == [
+        ("own", "team", 1),
+        ("prod-db", "global", 3),
+    ]

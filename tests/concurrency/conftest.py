@@ -55,3 +55,27 @@ def without_locks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute(original)
+
+
+@pytest.fixture
+def claim_without_locks() -> Iterator[None]:
+    """The bug the step-limit race tests must catch: the limit-aware claim without its limits'
+    locks. The installed mantle_claim_limited is replaced by its own source (pg_get_functiondef,
+    so the variant cannot drift) without the lock, and with a sleep between the count and the
+    claims to widen the race window; every worker process runs it at once."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef('mantle_claim_limited'::regproc)")
+        original = cursor.fetchone()[0]
+        unlocked = original
+        for statement in sql.CLAIM_LOCKS_IN_FUNCTION.values():
+            assert unlocked.count(statement) == 1
+            unlocked = unlocked.replace(statement, "PERFORM 1")
+        counted = "     WHERE l.id = ANY(_locked) AND l.max > 0;"
+        assert unlocked.count(counted) == 1
+        unlocked = unlocked.replace(counted, counted + "\n    PERFORM pg_sleep(0.005);")
+        cursor.execute(unlocked)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(original)

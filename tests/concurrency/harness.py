@@ -98,3 +98,21 @@ class KeySampler(CountSampler):
     (the sum over its keys, from the same snapshot)."""
 
     SQL = KEY_HOLDERS_SQL
+
+
+UNITS_SQL = """
+SELECT 'units', coalesce(sum(limit_units[array_position(limit_ids, %s)]), 0)
+  FROM executions_stepexecution
+ WHERE status = 'running' AND limit_ids @> ARRAY[%s]::bigint[]
+"""
+
+
+class UnitSampler(CountSampler):
+    """Units of one step-scope limit held by running steps, summed from their rows in one
+    snapshot: UnitSampler(limit_id); `most` is the most held at once."""
+
+    SQL = UNITS_SQL
+
+    def __init__(self, limit_id: int, *, pause: float = 0.0) -> None:
+        super().__init__(limit_id, limit_id)
+        self.pause = pause

@@ -17,12 +17,15 @@ from django.db import connection
 from django.db.models import F
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from engine import dispatch, orchestrator
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
+from teams.services import named_limit_set
 from tests.factories import KEYED, ApiKeyFactory
 from workflows.models import WorkflowDefinition
+from workflows.services import workflow_apply
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
@@ -331,3 +334,27 @@ def test_the_pages_have_a_favicon(sign_in, make_team, live_server):
     icon = page.locator('link[rel="icon"]').get_attribute("href")
     assert page.request.get(live_server.url + icon).status == 200
     assert page.request.get(live_server.url + "/favicon.ico").status == 200
+
+
+def test_a_waiting_step_and_its_limit_show_live(sign_in, make_team):
+    team = make_team("payments")
+    named_limit_set(team=team, name="stripe-api", max=1)
+    content = (
+        "name: charge\nsteps:\n  - name: call\n    action: test/noop\n    limits: [stripe-api]\n"
+    )
+    workflow = workflow_apply(team=team, content=content).workflow
+    for _ in range(2):
+        execution_admit(team=team, workflow=workflow)
+    orchestrator.executions_start(10, owner="test", room=0)
+    [claim] = dispatch.steps_claim_limited("test", 10)
+    page = sign_in("ann", teams=(team,))
+    limit = page.locator('tr[data-limit="stripe-api"]')
+    expect(limit.locator('[data-testid="limit-units"]')).to_have_text("1 / 1")
+    expect(limit.locator('[data-testid="limit-waiting"]')).to_contain_text("1")
+    waiting = page.locator('[data-testid="steps-waiting"]')
+    expect(waiting).to_have_text("1 waiting for limit stripe-api")
+    # The holder ends: the waiting step takes the unit, live.
+    StepExecution.objects.filter(id=claim.id).update(status=StepStatus.COMPLETED)
+    dispatch.steps_claim_limited("test", 10)
+    expect(waiting).to_have_count(0)
+    expect(limit.locator('[data-testid="limit-waiting"]')).to_have_text("0")

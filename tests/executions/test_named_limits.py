@@ -159,8 +159,8 @@ def test_limits_set_list_and_delete_on_the_command_line(team, make_workflow):
     queued = run("mantle_run", "a", "--team", "acme").splitlines()
     assert queued[1:] == ["queue position 1, blocked by limit prod-db"]
     assert run("mantle_limits", "list", "acme").splitlines() == [
-        "name\tin use\tmax\tqueued",
-        "prod-db\t2\t2\t1",
+        "name\tscope\tin use\tmax\tqueued\tunits in use\twaiting steps",
+        "prod-db\tteam\t2\t2\t1\t0\t0",
     ]
     assert run("mantle_limits", "set", "acme", "prod-db", "--clear").strip() == (
         "prod-db set: max unlimited"
@@ -170,6 +170,21 @@ def test_limits_set_list_and_delete_on_the_command_line(team, make_workflow):
     assert exit_code("mantle_limits", "set", "acme", "Bad Name", "1") == 2
     assert exit_code("mantle_limits", "set", "nobody", "x", "1") == 2
     assert exit_code("mantle_limits", "delete", "acme", "nope") == 2
+    assert exit_code("mantle_limits", "set", "acme", "prod-db", "-1") == 2
+    assert exit_code("mantle_limits", "set", "acme", "prod-db") == 2
+
+
+def test_a_global_limit_is_set_on_the_command_line_and_listed_by_every_team(team):
+    assert run("mantle_limits", "set", "--global", "prod-db", "4").strip() == (
+        "prod-db (global) created: max 4"
+    )
+    assert run("mantle_limits", "set", "--global", "prod-db", "--clear").strip() == (
+        "prod-db (global) set: max unlimited"
+    )
+    assert run("mantle_limits", "list", "acme").splitlines()[1:] == [
+        "prod-db\tglobal\t0\tunlimited\t0\t0\t0"
+    ]
+    assert exit_code("mantle_limits", "set", "--global", "acme", "prod-db", "4") == 2
 
 
 def test_the_admin_edits_a_limit_in_the_list_and_a_raise_promotes(

@@ -29,3 +29,16 @@ def test_the_migrations_install_the_admission_function_the_code_builds():
         "executions/sql/ builds a different mantle_admit than the migrations install: add a "
         "migration that runs the new sql.ADMIT_FUNCTION (frozen as a literal), like 0004"
     )
+
+
+def test_the_migrations_install_the_limit_aware_claim_the_code_builds():
+    latest = None
+    for path in sorted(MIGRATIONS.glob("0*.py")):
+        module = importlib.import_module(f"executions.migrations.{path.stem}")
+        if "FUNCTION mantle_claim_limited(" in getattr(module, "CLAIM_LIMITED_FUNCTION", ""):
+            latest = module
+    assert latest is not None, "no migration installs mantle_claim_limited"
+    assert latest.CLAIM_LIMITED_FUNCTION.strip() == sql.CLAIM_LIMITED_FUNCTION.strip(), (
+        "executions/sql/ builds a different mantle_claim_limited than the migrations install: "
+        "add a migration that runs the new sql.CLAIM_LIMITED_FUNCTION (frozen as a literal)"
+    )

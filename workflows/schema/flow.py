@@ -73,7 +73,7 @@ def flow_control_read(
         doc.error("on_limit", "must be one of: " + ", ".join(ON_LIMIT))
     key = root.get("concurrency_key")
     if key is not None:
-        _check_template(doc, "concurrency_key", key, input_names)
+        check_template(doc, "concurrency_key", key, input_names)
     per_key = root.get("max_parallel_per_key", 0)
     if problem := count_problem(per_key):
         doc.error("max_parallel_per_key", problem)
@@ -192,15 +192,19 @@ def _priority(doc: Document, value: object, input_names: frozenset[str]) -> int 
     return 0
 
 
-def _check_template(doc: Document, path: str, value: object, input_names: frozenset[str]) -> None:
+def check_template(doc: Document, path: str, value: object, input_names: frozenset[str]) -> bool:
+    """Check a string template evaluated at admission (over inputs and trigger); False when it
+    added an error."""
+    errors = len(doc.errors)
     if not isinstance(value, str) or not value.strip():
         doc.error(path, 'must be a non-empty string, usually one "{{ … }}" expression')
-        return
+        return False
     sources = find_expressions(value)
     if value.count("{{") > len(sources):
         doc.error(path, 'has a "{{" without a closing "}}"')
     for source in sources:
         _check_expression(doc, path, source, input_names)
+    return len(doc.errors) == errors
 
 
 def _check_expression(doc: Document, path: str, source: str, input_names: frozenset[str]) -> None:

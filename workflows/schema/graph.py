@@ -1,6 +1,10 @@
-"""The step graph: which steps reach which, and the shortest cycle through a step."""
+"""The step graph: which steps reach which, the shortest cycle through a step, and the
+document's cycles reported at their paths."""
 
 from __future__ import annotations
+
+from workflows.schema.document import Document, index, join
+from workflows.schema.spec import StepSpec
 
 
 def cycles(dependencies: dict[str, set[str]], order: dict[str, int]) -> list[list[str]]:
@@ -66,3 +70,19 @@ def run_order(dependencies: dict[str, tuple[str, ...]]) -> list[str]:
         order.append(name)
         placed.add(name)
     return order
+
+
+def check_cycles(doc: Document, steps: list[StepSpec], order: dict[str, int]) -> None:
+    """Report each cycle of the steps' dependencies at its first step (its depends_on)."""
+    dependencies = {
+        step.name: {
+            d for d in step.depends_on if isinstance(d, str) and d in order and d != step.name
+        }
+        for step in steps
+        if isinstance(step.name, str) and order.get(step.name) is not None
+    }
+    for cycle in cycles(dependencies, order):
+        path = index("steps", order[cycle[0]])
+        if join(path, "depends_on") in doc.key_lines:
+            path = join(path, "depends_on")
+        doc.error(path, "cycle: " + " -> ".join(cycle))

@@ -4,6 +4,7 @@ stored in a JSONField and read back by the engine)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 
@@ -49,6 +50,24 @@ class RetrySpec:
     backoff: str = "fixed"  # or "exponential"
 
 
+@dataclass(frozen=True)
+class StepLimit:
+    """A named limit a step holds `units` of while it runs (docs/limits.md, Step scope)."""
+
+    name: str
+    units: int = 1
+
+
+@dataclass(frozen=True)
+class StepRate:
+    """A named rate whose window a step's claim counts `units` in, per the value of `key` (a
+    template over inputs and trigger) when the rate is per key (docs/limits.md, Step scope)."""
+
+    name: str
+    units: int = 1
+    key: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepSpec:
     name: str
@@ -61,6 +80,8 @@ class StepSpec:
     continue_on_error: bool = False
     for_each: list | str | None = None  # a list, or the "{{ … }}" string as written
     max_parallel: int = 0  # 0 = every branch at once
+    limits: tuple[StepLimit, ...] = ()  # in name order
+    rate: StepRate | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -74,6 +95,8 @@ class StepSpec:
             "continue_on_error": self.continue_on_error,
             "for_each": copy.deepcopy(self.for_each),
             "max_parallel": self.max_parallel,
+            "limits": [{"name": limit.name, "units": limit.units} for limit in self.limits],
+            "rate": None if self.rate is None else dataclasses.asdict(self.rate),
         }
 
     @classmethod
@@ -89,6 +112,9 @@ class StepSpec:
             continue_on_error=data["continue_on_error"],
             for_each=copy.deepcopy(data["for_each"]),
             max_parallel=data["max_parallel"],
+            # Specs stored before step-scope limits have none.
+            limits=tuple(StepLimit(**limit) for limit in data.get("limits", ())),
+            rate=StepRate(**data["rate"]) if data.get("rate") else None,
         )
 
 

@@ -28,10 +28,11 @@ from workflows.schema.document import (
     join,
 )
 from workflows.schema.flow import flow_control_read
-from workflows.schema.graph import cycles
+from workflows.schema.graph import check_cycles
 from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.scope import Scope, scope_problems, scope_warnings
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
+from workflows.schema.step_limits import StepScopeNames, step_scope_read
 from workflows.schema.triggers import triggers_read
 from workflows.schema.values import ValueReader
 
@@ -69,6 +70,8 @@ _STEP_KEYS = frozenset(
         "continue_on_error",
         "for_each",
         "max_parallel",
+        "limits",
+        "rate_limit",
     }
 )
 _INPUT_KEYS = frozenset({"type", "description", "default"})
@@ -90,15 +93,19 @@ def validate_workflow(
     *,
     actions: frozenset[str] | None = None,
     limit_names: frozenset[str] | None = None,
+    step_scope: StepScopeNames | None = None,
     strict: bool = False,
 ) -> Validated:
     """Parse and validate a workflow document; raise WorkflowInvalid with every error found.
 
     ``actions`` are the action names steps may use; by default, those of the action registry.
-    ``limit_names`` are the named limits of the team it is applied to (None: not checked).
+    ``limit_names`` are the named limits of the team it is applied to (None: not checked);
+    ``step_scope`` the limits and rates its steps may name (None: not checked).
     ``strict``: every warning is an error too (docs/workflows.md, Warnings)."""
     document = document_read(text)
-    validator = _Validator(document, action_names() if actions is None else actions, limit_names)
+    validator = _Validator(
+        document, action_names() if actions is None else actions, limit_names, step_scope
+    )
     spec = validator.workflow()
     errors = document.errors + document.warnings if strict else document.errors
     if errors or spec is None:
@@ -111,18 +118,26 @@ def parse_workflow(
     *,
     actions: frozenset[str] | None = None,
     limit_names: frozenset[str] | None = None,
+    step_scope: StepScopeNames | None = None,
 ) -> WorkflowSpec:
     """validate_workflow's spec, its warnings left out."""
-    return validate_workflow(text, actions=actions, limit_names=limit_names).spec
+    return validate_workflow(
+        text, actions=actions, limit_names=limit_names, step_scope=step_scope
+    ).spec
 
 
 class _Validator(ValueReader):
     def __init__(
-        self, document: Document, actions: frozenset[str], limit_names: frozenset[str] | None
+        self,
+        document: Document,
+        actions: frozenset[str],
+        limit_names: frozenset[str] | None,
+        step_scope: StepScopeNames | None,
     ) -> None:
         self.doc = document
         self.actions = actions
         self.limit_names = limit_names
+        self.step_scope = step_scope
         self.input_names: frozenset[str] = frozenset()
         self.scope = Scope(inputs=frozenset(), steps=frozenset(), step=None, fan_out=False)
         self.references: set[str] = set()  # the steps read by the expressions of one step
@@ -238,7 +253,7 @@ class _Validator(ValueReader):
             spec = self._step(step, index("steps", i), step_names, first_seen)
             if spec is not None:
                 specs.append(spec)
-        self._check_cycles(specs, first_seen)
+        check_cycles(self.doc, specs, first_seen)
         return tuple(specs)
 
     def _step(
@@ -293,6 +308,7 @@ class _Validator(ValueReader):
             max_parallel=self._int(step, "max_parallel", path, minimum=0)
             if "for_each" in step
             else 0,
+            **step_scope_read(self.doc, step, path, self.step_scope, self.input_names),
         )
 
     def _depends_on(
@@ -357,20 +373,6 @@ class _Validator(ValueReader):
             self.doc.error(join(path, "backoff"), "must be one of: fixed, exponential")
         max_attempts = self._int(retry, "max_attempts", path, minimum=1, default=1)
         return RetrySpec(max_attempts=max_attempts, backoff=backoff)
-
-    def _check_cycles(self, steps: list[StepSpec], order: dict[str, int]) -> None:
-        dependencies = {
-            step.name: {
-                d for d in step.depends_on if isinstance(d, str) and d in order and d != step.name
-            }
-            for step in steps
-            if isinstance(step.name, str) and order.get(step.name) is not None
-        }
-        for cycle in cycles(dependencies, order):
-            path = index("steps", order[cycle[0]])
-            if join(path, "depends_on") in self.doc.key_lines:
-                path = join(path, "depends_on")
-            self.doc.error(path, "cycle: " + " -> ".join(cycle))
 
     def _check_keys(self, mapping: dict, path: str, allowed: frozenset[str]) -> None:
         for key in mapping:

@@ -1,9 +1,11 @@
-"""`mantle keys create --team <slug>`: print a new API key once (only its hash is stored)."""
+"""`mantle keys create --team <slug> [--user <username>]`: print a new API key once (only its
+hash is stored); a key acting for a staff user may also set global named limits."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from teams.models import Team
@@ -18,11 +20,19 @@ class Command(BaseCommand):
         create = actions.add_parser("create", help="create an API key for a team")
         create.add_argument("--team", required=True)
         create.add_argument("--name", default="")
+        create.add_argument(
+            "--user", help="the user it acts for: a staff user's key may set global limits"
+        )
 
-    def handle(self, *args: Any, team: str, name: str, **options: Any) -> None:
+    def handle(self, *args: Any, team: str, name: str, user: str | None, **options: Any) -> None:
         try:
             owner = Team.objects.get(slug=team)
         except Team.DoesNotExist as exc:
             raise CommandError(f"unknown team {team!r}", returncode=2) from exc
-        _, key = api_key_create(team=owner, name=name)
+        acting = None
+        if user is not None:
+            acting = User.objects.filter(username=user).first()
+            if acting is None:
+                raise CommandError(f"unknown user {user!r}", returncode=2)
+        _, key = api_key_create(team=owner, name=name, user=acting)
         self.stdout.write(key)

@@ -1,0 +1,111 @@
+"""Figure 10: step-scope limits (docs/limits.md, Step scope). 1,000 executions of a 3-step
+workflow (no-op, 0.1 s of work, no-op) on a fresh `mantle serve` with its defaults:
+
+- step scope: the middle step holds a named limit of 10, so completions can reach at best
+  10 / 0.1 s = 100/s (the ideal, the reference of the ratio), while the no-op steps run freely;
+- execution scope: the same workflow under `max_parallel_executions: 10`, which holds each slot
+  for the whole execution (the ratio of the two shows what step scope buys);
+- hand-off: each time a middle step ends, how long until the next waiting one starts (the
+  latest end before each start that waited, over every start after the first 10), p99.
+"""
+
+from __future__ import annotations
+
+from bench import capacity
+from bench.engine import _on_mantle
+from bench.measure import Measure
+from bench.report import Report, Row, percentile
+from executions.models import StepExecution
+from teams.models import Team
+from teams.services import named_limit_set, team_create
+
+EXECUTIONS = 1_000
+LIMIT = 10
+WORK_SECONDS = 0.1
+IDEAL = LIMIT / WORK_SECONDS  # completions per second
+THROUGHPUT_GOAL = 0.9  # of the ideal
+HANDOFF_GOAL_MS = 50.0
+
+
+def _steps(limits: str) -> str:
+    return (
+        "steps:\n"
+        "  - name: before\n    action: test/noop\n"
+        f"  - name: work\n    action: test/sleep\n    depends_on: [before]\n{limits}"
+        f"    params: {{seconds: {WORK_SECONDS}}}\n"
+        "  - name: after\n    action: test/noop\n    depends_on: [work]\n"
+    )
+
+
+def _handoffs_ms(measure_of: str) -> list[float]:
+    """For each middle step that started after the first LIMIT, the time from the latest end of
+    a middle step before its start to its start."""
+    rows = list(
+        StepExecution.objects.filter(
+            execution__workflow__name=measure_of, name="work", started_at__isnull=False
+        ).values_list("started_at", "completed_at")
+    )
+    starts = sorted(start for start, _ in rows)[LIMIT:]
+    ends = sorted(end for _, end in rows if end is not None)
+    gaps, i = [], 0
+    for start in starts:
+        while i < len(ends) and ends[i] <= start:
+            i += 1
+        if i:
+            gaps.append((start - ends[i - 1]).total_seconds() * 1000)
+    return gaps
+
+
+def run(results: Report) -> None:
+    team = Team.objects.filter(slug=capacity.TEAM).first() or team_create(
+        slug=capacity.TEAM, max_concurrent_executions=0
+    )
+    named_limit_set(team=team, name="bench-step", max=LIMIT)
+    step_scope = capacity.workflow("step-scope", _steps("    limits: [bench-step]\n"))
+    execution_scope = capacity.workflow(
+        "execution-scope", f"max_parallel_executions: {LIMIT}\n" + _steps("")
+    )
+    handoffs: list[float] = []
+
+    def stepped(base: str) -> Measure:
+        measure = capacity.through_service(step_scope, EXECUTIONS)
+        handoffs.extend(_handoffs_ms(step_scope.name))
+        return measure
+
+    step = _on_mantle("step scope", stepped)
+    whole = _on_mantle(
+        "execution scope", lambda base: capacity.through_service(execution_scope, EXECUTIONS)
+    )
+    label = f"{EXECUTIONS:,} x 3 steps, middle {WORK_SECONDS:g} s holding a limit of {LIMIT}"
+    results.add(
+        Row(
+            "10",
+            f"{label}: completions/s vs the ideal {IDEAL:g}/s",
+            f"{step.rate:.1f}/s",
+            f"{IDEAL:g}/s",
+            f"{step.rate / IDEAL:.2f}",
+            f">= {THROUGHPUT_GOAL}",
+            "yes" if step.finished and step.rate / IDEAL >= THROUGHPUT_GOAL else "no",
+        )
+    )
+    results.add(
+        Row(
+            "10",
+            f"{label}: step scope vs max_parallel_executions: {LIMIT}",
+            f"{step.rate:.1f}/s",
+            f"{whole.rate:.1f}/s",
+            f"{step.rate / whole.rate:.2f}" if whole.rate else "",
+        )
+    )
+    p99 = percentile(handoffs, 99)
+    results.add(
+        Row(
+            "10",
+            "hand-off: a middle step ends, the next waiting one starts (p99)",
+            f"{p99:.1f} ms",
+            f"p50 {percentile(handoffs, 50):.1f} ms",
+            "",
+            f"< {HANDOFF_GOAL_MS:g} ms",
+            "yes" if p99 < HANDOFF_GOAL_MS else "no",
+        )
+    )

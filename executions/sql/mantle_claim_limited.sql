@@ -1,0 +1,148 @@
+-- mantle_claim_limited: the limit-aware step claim, one statement (engine/dispatch.py). Steps
+-- with step-scope limits are created `waiting`, never `pending`, so the plain claim
+-- (steps_claim) never sees them; this function alone makes them running (docs/limits.md, Step
+-- scope). Installed by a migration, frozen there as rendered (tests/structure checks they match).
+--
+-- Locks: the named limits of every due waiting step, in name order (then id: a team's limit and
+-- a global one may share a name), then the named rates they name, in name order, and nothing
+-- before or after them in this transaction. A rate counts the units of the claims (started_at)
+-- in its trailing period, of one key value when it is per key. One
+-- claim may take several steps with different limits, so it locks them all up front: locking
+-- per step would take them out of order. Each statement of a VOLATILE function takes a fresh
+-- snapshot in READ COMMITTED: the units counted after the locks see every claim committed before
+-- they were granted, and no other claim can make a step running under these limits until this
+-- one commits. A step ending (completed, failed, cancelled, its lease lost) only frees units, so
+-- it needs no lock: its commit NOTIFYs (migration 0018's trigger) and the claimer comes back.
+--
+-- Order: the teams in turn (each team's first waiting step by execution priority then age, then
+-- each team's second, ...; within a turn the team holding fewest units of these limits first),
+-- then execution priority, then FIFO. A step that does not fit closes the limits it lacked room
+-- in for every step behind it: nothing overtakes it there, so a step of 2 units is not starved
+-- by steps of 1. Up to _room steps (the worker's free slots).
+-- {name} is the named statement of that name with each %(param)s read from the variable _param.
+
+CREATE OR REPLACE FUNCTION mantle_claim_limited(
+    _owner text, _lease float8, _room int, _limit_namespace int, _rate_namespace int)
+RETURNS TABLE(step_id bigint, step_attempt int, step_name text, step_fanout_index int,
+              step_execution_id uuid, execution_version_id bigint,
+              execution_started_at timestamptz)
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan
+AS $claim$
+DECLARE
+    _limit_id bigint;
+    _locked bigint[] := '{}';
+    _free jsonb;  -- limit id -> units free; a limit of max 0 (unlimited) is absent
+    _closed bigint[] := '{}';
+    _short bigint[];
+    _step record;
+    _i int;
+    _rate_id bigint;
+    _rates_locked bigint[] := '{}';
+    _closed_rates text[] := '{}';  -- 'rate id:key' windows a step did not fit in
+    _rate record;
+    _window text;
+    _limited bigint[];  -- the locked limits with a max (absent from _free: unlimited)
+BEGIN
+    IF _room <= 0 THEN
+        RETURN;
+    END IF;
+    FOR _limit_id IN
+        SELECT l.id FROM teams_namedlimit l
+         WHERE l.id IN (SELECT unnest(w.limit_ids) FROM executions_stepexecution w
+                         WHERE w.status = 'waiting'
+                           AND (w.not_before IS NULL OR w.not_before <= now()))
+         ORDER BY l.name, l.id
+    LOOP
+        {step_limit_lock};
+        _locked := _locked || _limit_id;
+    END LOOP;
+    -- Then the rates they name, in name order: a step claim holds its limits', then its rates'.
+    FOR _rate_id IN
+        SELECT r.id FROM teams_namedrate r
+         WHERE r.id IN (SELECT w.rate_id FROM executions_stepexecution w
+                         WHERE w.status = 'waiting' AND w.rate_id IS NOT NULL
+                           AND (w.not_before IS NULL OR w.not_before <= now()))
+         ORDER BY r.name, r.id
+    LOOP
+        {step_rate_lock};
+        _rates_locked := _rates_locked || _rate_id;
+    END LOOP;
+    IF cardinality(_locked) = 0 AND cardinality(_rates_locked) = 0 THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(jsonb_object_agg(l.id::text, l.max - coalesce(held.units, 0)), '{}')
+      INTO _free
+      FROM teams_namedlimit l
+      LEFT JOIN LATERAL (
+          SELECT sum(s.limit_units[array_position(s.limit_ids, l.id)]) AS units
+            FROM executions_stepexecution s
+           WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) held ON true
+     WHERE l.id = ANY(_locked) AND l.max > 0;
+    _limited := ARRAY(SELECT jsonb_object_keys(_free)::bigint);
+    FOR _step IN
+        SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
+          FROM executions_stepexecution w
+          JOIN executions_execution e ON e.id = w.execution_id
+          LEFT JOIN (SELECT r.team_id, sum(h.units) AS units
+                       FROM executions_stepexecution s
+                       JOIN executions_execution r ON r.id = s.execution_id
+                      CROSS JOIN LATERAL unnest(s.limit_ids, s.limit_units) AS h(id, units)
+                      WHERE s.status = 'running' AND s.limit_ids && _locked
+                        AND h.id = ANY(_locked)
+                      GROUP BY r.team_id) team_held ON team_held.team_id = e.team_id
+         WHERE w.status = 'waiting' AND e.status = 'running' AND w.limit_ids <@ _locked
+           AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
+           AND (w.not_before IS NULL OR w.not_before <= now())
+         ORDER BY row_number() OVER (PARTITION BY e.team_id ORDER BY e.priority DESC, w.id),
+                  coalesce(team_held.units, 0), e.priority DESC, w.id
+    LOOP
+        _short := ARRAY(SELECT u.id FROM unnest(_step.limit_ids, _step.limit_units) AS u(id, units)
+                         WHERE u.id = ANY(_closed) OR (_free ->> u.id::text)::int < u.units);
+        IF cardinality(_short) > 0 THEN
+            _closed := _closed || _short;
+            -- Every limit closed, none unlimited, no rate: no step behind can be claimed.
+            EXIT WHEN _limited <@ _closed AND cardinality(_limited) = cardinality(_locked)
+                      AND cardinality(_rates_locked) = 0;
+            CONTINUE;
+        END IF;
+        IF _step.rate_id IS NOT NULL THEN
+            -- The units claimed in the rate's trailing window (this claim's own included: a
+            -- transaction sees its writes), of the step's key when the rate is per key.
+            _window := _step.rate_id || ':' || _step.rate_key;
+            IF _window = ANY(_closed_rates) THEN
+                CONTINUE;
+            END IF;
+            SELECT r.max, r.period, r.per_key,
+                   (SELECT coalesce(sum(c.rate_units), 0) FROM executions_stepexecution c
+                     WHERE c.rate_id = r.id AND (NOT r.per_key OR c.rate_key = _step.rate_key)
+                       AND c.started_at > now() - r.period) AS used
+              INTO _rate
+              FROM teams_namedrate r WHERE r.id = _step.rate_id;
+            IF _rate.used + _step.rate_units > _rate.max THEN
+                _closed_rates := _closed_rates || _window;
+                CONTINUE;
+            END IF;
+        END IF;
+        RETURN QUERY
+        UPDATE executions_stepexecution s
+           SET status = 'running', lease_owner = _owner, started_at = now(),
+               lease_expires_at = now() + make_interval(secs => _lease)
+          FROM executions_execution e
+         WHERE s.id = _step.id AND s.status = 'waiting' AND e.id = s.execution_id
+        RETURNING s.id, s.attempt::int, s.name::text, s.fanout_index::int, s.execution_id,
+                  e.version_id, e.started_at;
+        IF FOUND THEN
+            FOR _i IN 1 .. cardinality(_step.limit_ids) LOOP
+                IF _free ? _step.limit_ids[_i]::text THEN
+                    _free := jsonb_set(_free, ARRAY[_step.limit_ids[_i]::text],
+                        to_jsonb((_free ->> _step.limit_ids[_i]::text)::int
+                                 - _step.limit_units[_i]));
+                END IF;
+            END LOOP;
+            _room := _room - 1;
+            EXIT WHEN _room = 0;
+        END IF;
+    END LOOP;
+END
+$claim$;
