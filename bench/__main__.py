@@ -1,7 +1,8 @@
 """`python -m bench` (`make bench`): figures 1-4 (admission, HTTP, latency, growth; issue 5) and 5-6
 (engine capacity and throughput beside DBOS; issue 10), 7 (admission through PgBouncer vs
 direct; issue 15), 8 (per-key admission, fairness and plans; issue 13), 9 (named limit + rate
-admission, rate-promotion lateness; issue 14), printed, and written to bench/RESULTS.md when
+admission, rate-promotion lateness; issue 14), 10 (another team's start under one team's
+fan-outs, beside figure 5), printed, and written to bench/RESULTS.md when
 every figure ran. A figure that cannot run is a FAILED row and a non-zero exit."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6,7,8,9",
+        default="1,2,3,4,5,6,7,8,9,10",
         help="figures to run, e.g. --only 1,4 (5 and 6 run together)",
     )
     parser.add_argument(
@@ -66,6 +67,7 @@ def main(argv: list[str]) -> None:
 
     from bench import (
         admission,
+        crowded,
         engine,
         fixtures,
         growth,
@@ -140,6 +142,9 @@ def main(argv: list[str]) -> None:
         references = {kind: fixtures.fleet("bench-hot", 1, kind)[0] for kind in ("limited", "open")}
         shared.run(results, references=references, clients=16, seconds=seconds, rounds=rounds)
 
+    def figure_10() -> None:
+        crowded.run(results)
+
     figures = {
         1: figure_1,
         2: figure_2,
@@ -149,6 +154,7 @@ def main(argv: list[str]) -> None:
         7: figure_7,
         8: figure_8,
         9: figure_9,
+        10: figure_10,
     }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():

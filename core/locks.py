@@ -39,6 +39,9 @@ class Namespace(IntEnum):
     KEY = 7
     NAMED_LIMIT = 8
     SCHEDULES = 9
+    # Keyed by team: one workflow upload of a team validated at a time (api/workflows.py),
+    # tried, never waited for, before any other lock.
+    WORKFLOW_UPLOAD = 10
 
 
 def _require_transaction() -> None:

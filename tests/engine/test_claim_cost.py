@@ -1,8 +1,9 @@
 """What a claim reads does not grow with the backlog (docs/performance.md, Claims): the pages a
 claim touches, from PostgreSQL's own count (EXPLAIN ANALYZE's buffers), with a small and a
 large backlog of one team, another team's work waiting beside it: at most twice as many pages
-(each probe grows with its index's depth), where reading the backlog reads ten times more. Pages,
-not seconds: the count does not depend on the machine's load (the claim's latency is a bench figure)."""
+(each probe grows with its index's depth), where reading the backlog reads ten times more.
+Pages, not seconds: the count does not depend on the machine's load (the claim's latency is a
+bench figure)."""
 
 from __future__ import annotations
 
