@@ -2,8 +2,9 @@
 (engine capacity and throughput beside DBOS; issue 10), 7 (admission through PgBouncer vs
 direct; issue 15), 8 (per-key admission, fairness and plans; issue 13), 9 (named limit + rate
 admission, rate-promotion lateness; issue 14), 10 (another team's start under one team's
-fan-outs, beside figure 5), printed, and written to bench/RESULTS.md when
-every figure ran. A figure that cannot run is a FAILED row and a non-zero exit."""
+fan-outs, beside figure 5), 11 (a step claim with 100 / 10k / 100k pending), printed, and
+written to bench/RESULTS.md when every figure ran. A figure that cannot run is a FAILED row and
+a non-zero exit."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6,7,8,9,10",
+        default="1,2,3,4,5,6,7,8,9,10,11",
         help="figures to run, e.g. --only 1,4 (5 and 6 run together)",
     )
     parser.add_argument(
@@ -67,6 +68,7 @@ def main(argv: list[str]) -> None:
 
     from bench import (
         admission,
+        backlog,
         crowded,
         engine,
         fixtures,
@@ -145,6 +147,9 @@ def main(argv: list[str]) -> None:
     def figure_10() -> None:
         crowded.run(results)
 
+    def figure_11() -> None:
+        backlog.run(results)
+
     figures = {
         1: figure_1,
         2: figure_2,
@@ -155,6 +160,7 @@ def main(argv: list[str]) -> None:
         8: figure_8,
         9: figure_9,
         10: figure_10,
+        11: figure_11,
     }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():

@@ -133,6 +133,6 @@ def run(report: Report) -> None:
     )
     report.notes.append(
         "figure 10: the reference is the same latency on the same serve before team A's"
-        f" fan-outs; team A's {len(executions)} executions were all still running when the"
-        f" last sample started ({still_running} of them), then cancelled"
+        f" fan-outs; of team A's {len(executions)} executions, {still_running} were still"
+        " running when the samples ended (all must be), then they were cancelled"
     )

@@ -27,8 +27,8 @@ WITH RECURSIVE teams(team_id) AS (
               FOR UPDATE OF x SKIP LOCKED) p
 )
 UPDATE executions_execution SET status = 'running', started_at = now()
- WHERE id IN (SELECT ranked.id FROM ranked
-               ORDER BY ranked.turn, ranked.created_at LIMIT %(limit)s)
+ WHERE id = ANY(ARRAY(SELECT ranked.id FROM ranked
+                        ORDER BY ranked.turn, ranked.created_at LIMIT %(limit)s))
 RETURNING id
 
 -- name: executions_lock
@@ -69,7 +69,8 @@ s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started
 -- the same index and locks them (SKIP LOCKED: steps another claim holds are passed over, not
 -- waited for, so racing claims never take a step twice); the teams then take turns among
 -- those, and the rows locked beyond %(limit)s are let go at commit. What it reads past is a
--- team's steps not yet due (a retry's backoff) and steps of executions that are ending.
+-- team's steps not yet due (a retry's backoff) and steps of executions that are ending. (The
+-- chosen ids are an array: rows found by their key, never a scan of the table joined to them.)
 WITH RECURSIVE teams(team_id) AS (
     (SELECT team_id FROM executions_stepexecution WHERE status = 'pending'
       ORDER BY team_id, coalesce(fanout_index, 0), id LIMIT 1)
@@ -84,9 +85,14 @@ WITH RECURSIVE teams(team_id) AS (
       FROM teams CROSS JOIN LATERAL (
            SELECT p.id, p.team_id, coalesce(p.fanout_index, 0) AS branch
              FROM executions_stepexecution p
-             JOIN executions_execution r ON r.id = p.execution_id AND r.status = 'running'
             WHERE p.team_id = teams.team_id AND p.status = 'pending'
               AND (p.not_before IS NULL OR p.not_before <= now())
+              -- Its execution is not ending (a step is pending only while its execution runs):
+              -- a filter on each row read, never a join the planner could start from, and
+              -- written NOT IN so that the planner expects it to pass (with `= 'running'` it
+              -- expected 1 row in 200 and read and sorted a whole team's backlog instead).
+              AND (SELECT r.status FROM executions_execution r WHERE r.id = p.execution_id)
+                  NOT IN {terminal}
             ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
               FOR UPDATE OF p SKIP LOCKED) c
 )
@@ -94,8 +100,8 @@ UPDATE executions_stepexecution s
    SET status = 'running', lease_owner = %(owner)s, started_at = now(),
        lease_expires_at = now() + make_interval(secs => %(lease)s)
   FROM executions_execution e
- WHERE s.id IN (SELECT ranked.id FROM ranked
-                 ORDER BY ranked.turn, ranked.branch, ranked.id LIMIT %(limit)s)
+ WHERE s.id = ANY(ARRAY(SELECT ranked.id FROM ranked
+                          ORDER BY ranked.turn, ranked.branch, ranked.id LIMIT %(limit)s))
    AND e.id = s.execution_id
 RETURNING {step_claimed}
 

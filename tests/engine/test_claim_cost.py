@@ -58,6 +58,7 @@ def test_a_step_claim_at_20000_pending_steps_reads_about_what_it_reads_at_2000()
     step_backlog(flood, LARGE - SMALL)
     large = pages("steps_claim", STEPS)
     print(f"steps_claim pages: {small} at {SMALL:,} pending, {large} at {LARGE:,}")
+    assert small < SMALL / 4, "the claim read the team's whole backlog"
     assert large <= small * 2
 
 
