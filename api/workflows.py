@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
@@ -13,6 +14,7 @@ from rest_framework.response import Response
 from api.base import TeamApi
 from api.errors import ApiError
 from api.serializers import ErrorOutput
+from core import locks
 from workflows.redaction import content_redacted
 from workflows.schema.graph import run_order
 from workflows.selectors import workflow_get, workflow_list
@@ -107,7 +109,12 @@ class WorkflowApplyApi(TeamApi):
     @extend_schema(
         operation_id="apply_workflow",
         request={"application/yaml": OpenApiTypes.STR},
-        responses={200: WorkflowAppliedOutput, 201: WorkflowAppliedOutput, 400: ErrorOutput},
+        responses={
+            200: WorkflowAppliedOutput,
+            201: WorkflowAppliedOutput,
+            400: ErrorOutput,
+            429: ErrorOutput,
+        },
     )
     def put(self, request: Request, name: str) -> Response:
         try:
@@ -116,7 +123,17 @@ class WorkflowApplyApi(TeamApi):
             raise ApiError(
                 400, "invalid_workflow", "the body is not UTF-8 text", errors=[]
             ) from None
-        applied = workflow_apply(team=self.team, content=content, name=name)
+        # One upload of a team is validated at a time (docs/hostile-input.md, Workflow uploads):
+        # a 1 MiB document takes seconds of a web worker, and four at once held them all.
+        with transaction.atomic():
+            if not locks.try_lock(locks.Namespace.WORKFLOW_UPLOAD, self.team.id):
+                raise ApiError(
+                    429,
+                    "upload_in_progress",
+                    "another workflow upload of this team is being validated; "
+                    "send this one when it ends",
+                )
+            applied = workflow_apply(team=self.team, content=content, name=name)
         body = {
             "name": applied.workflow.name,
             "version": applied.version.number,

@@ -2,8 +2,10 @@
 growth) and 5-6 (engine capacity and throughput beside DBOS), 7 (admission through PgBouncer vs
 direct), 8 (per-key admission, fairness and plans), 9 (named limit + rate admission,
 rate-promotion lateness), 10 (step-scope limits: throughput vs the ideal and vs an
-execution-scope limit, hand-off p99), printed, and written to bench/RESULTS.md when every
-figure ran. A figure that cannot run is a FAILED row and a non-zero exit."""
+execution-scope limit, hand-off p99), 12 (another team's start under one team's fan-outs,
+beside figure 5), 13 (a step claim with 100 / 10k / 100k pending), printed, and written to
+bench/RESULTS.md when every figure ran. A figure that cannot run is a FAILED row and a non-zero
+exit."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6,7,8,9",
+        default="1,2,3,4,5,6,7,8,9,10,12,13",
         help="figures to run, e.g. --only 1,4 (5 and 6 run together)",
     )
     parser.add_argument(
@@ -67,6 +69,8 @@ def main(argv: list[str]) -> None:
 
     from bench import (
         admission,
+        backlog,
+        crowded,
         engine,
         fixtures,
         growth,
@@ -138,12 +142,18 @@ def main(argv: list[str]) -> None:
             finished=finished,
         )
 
-    def figure_10() -> None:
-        steplimits.run(results)
-
     def figure_9() -> None:
         references = {kind: fixtures.fleet("bench-hot", 1, kind)[0] for kind in ("limited", "open")}
         shared.run(results, references=references, clients=16, seconds=seconds, rounds=rounds)
+
+    def figure_10() -> None:
+        steplimits.run(results)
+
+    def figure_12() -> None:
+        crowded.run(results)
+
+    def figure_13() -> None:
+        backlog.run(results)
 
     figures = {
         1: figure_1,
@@ -155,6 +165,8 @@ def main(argv: list[str]) -> None:
         8: figure_8,
         9: figure_9,
         10: figure_10,
+        12: figure_12,
+        13: figure_13,
     }
     only |= {5} if 6 in only else set()
     for number, figure in figures.items():

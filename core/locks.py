@@ -42,6 +42,9 @@ class Namespace(IntEnum):
     NAMED_LIMIT = 8
     SCHEDULES = 9
     NAMED_RATE = 10
+    # Keyed by team: one workflow upload of a team validated at a time (api/workflows.py),
+    # tried, never waited for, before any other lock.
+    WORKFLOW_UPLOAD = 11
 
 
 def _require_transaction() -> None:

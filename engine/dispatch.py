@@ -13,8 +13,9 @@ Claims take the teams in turn (round-robin: each team's first, then each team's 
 within a team go by branch index first (a plain step counts as index 0), then age: the first
 branches of every fan-out and every plain step come before the later branches of any fan-out.
 So one team's backlog (50,000 branches, or thousands of executions) holds back another team's
-start by at most one step per team with work; the orchestrator keeps at most FANOUT_WINDOW
-branches of a fan-out pending, which bounds what a claim ranks.
+start by at most one step per team with work. A claim does not rank the backlog to do it: it
+finds the teams with work and reads each team's next rows by index probes, so its cost does not
+grow with the backlog (docs/performance.md, Claims).
 
 A step with step-scope limits is created `waiting`, never `pending`: the plain claim never sees
 it; the limit-aware claim (`steps_claim_limited`, which takes those limits' locks) makes it

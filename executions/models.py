@@ -6,7 +6,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 
 from teams.models import NamedRate, Team
 from workflows.models import WorkflowDefinition, WorkflowVersion
@@ -146,9 +146,10 @@ class Execution(models.Model):
                 name="execution_key_promoted",
                 condition=Q(promoted_at__isnull=False),
             ),
-            # Pending executions, oldest first: what the step workers start.
+            # Pending executions per team, oldest first: what the step workers start, a team at
+            # a time (executions_claim in executions/sql/engine.sql).
             models.Index(
-                fields=["created_at"],
+                fields=["team", "created_at", "id"],
                 name="execution_pending",
                 condition=Q(status=Status.PENDING),
             ),
@@ -182,6 +183,17 @@ class StepStatus(models.TextChoices):
 
 class StepExecution(models.Model):
     execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="steps")
+    # The execution's team, copied by the database on insert (the trigger of migration 0018,
+    # whatever the row's path; an execution never changes team): the claim's index is per
+    # team (step_claim_order). No constraint of its own: the row goes with its execution.
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+        editable=False,
+    )
     name = models.CharField(max_length=200)
     fanout_index = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=StepStatus.choices)
@@ -238,7 +250,7 @@ class StepExecution(models.Model):
                     fanout_index__isnull=False,
                 ),
             ),
-            # Pending steps: what the step workers claim, and the earliest `not_before`.
+            # Pending steps: the earliest `not_before` (a retry's backoff).
             models.Index(
                 fields=["not_before"],
                 name="step_pending",
@@ -261,6 +273,15 @@ class StepExecution(models.Model):
                 fields=["limit_ids"],
                 name="step_limit_holders",
                 condition=Q(status=StepStatus.RUNNING),
+            ),
+            # Pending steps per team in claim order (steps_claim in executions/sql/engine.sql):
+            # the teams with work are found, and each team's next steps read, by index probes.
+            models.Index(
+                "team",
+                Coalesce("fanout_index", 0),
+                "id",
+                name="step_claim_order",
+                condition=Q(status=StepStatus.PENDING),
             ),
         ]
 

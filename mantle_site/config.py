@@ -80,6 +80,9 @@ class ServerConfig:
     # Per gunicorn worker. Above 1, gunicorn runs its gthread worker, which does not stop a
     # request that runs past its `timeout` (the sync worker does: 503 request_timeout).
     threads: int = 1
+    # Seconds a client has to send its whole request (head and body) before it is answered 408
+    # (mantle_site/web_worker.py): until then it holds no web worker (docs/hostile-input.md).
+    read_timeout: float = 30.0
     # One line per request on standard output (gunicorn's own default: none). Off, as a web
     # worker spends 8 % of its CPU writing it (figure 2, README "Web workers").
     access_log: bool = False
@@ -201,6 +204,13 @@ def _header_patterns(value: object) -> tuple[str, ...]:
     return tuple(entry.strip().lower() for entry in entries if entry.strip())
 
 
+def _positive_duration(value: object) -> float:
+    seconds = parse_duration(value)  # type: ignore[arg-type]
+    if seconds <= 0:
+        raise ValueError(f"expected a duration above 0, got {value!r}")
+    return seconds
+
+
 def _url(value: object) -> str:
     text = str(value)
     if not text.startswith(("postgresql://", "postgres://")):
@@ -225,6 +235,7 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "bind": _bind,
         "workers": _positive_int,
         "threads": _positive_int,
+        "read_timeout": _positive_duration,
         "access_log": _bool,
     },
     "limits": {name: _positive_int for name in LimitsConfig.__dataclass_fields__},

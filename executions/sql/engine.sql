@@ -4,14 +4,31 @@
 -- name: executions_claim
 -- pending → running for up to %(limit)s executions, the teams in turn (each team's oldest
 -- first): one team's backlog of pending executions never holds back another team's start.
+-- Its cost is an index probe per team with pending executions plus the rows it reads, whatever
+-- the backlog (docs/performance.md, Claims): `teams` finds the teams on the index
+-- execution_pending, then each team's oldest %(limit)s are locked (SKIP LOCKED: what another
+-- claim holds is passed over, not waited for), and the teams take turns among those.
 -- (The caller advances them in the same transaction.)
+WITH RECURSIVE teams(team_id) AS (
+    (SELECT team_id FROM executions_execution WHERE status = 'pending'
+      ORDER BY team_id, created_at, id LIMIT 1)
+  UNION ALL
+    SELECT (SELECT x.team_id FROM executions_execution x
+             WHERE x.status = 'pending' AND x.team_id > teams.team_id
+             ORDER BY x.team_id, x.created_at, x.id LIMIT 1)
+      FROM teams WHERE teams.team_id IS NOT NULL
+), ranked AS (
+    SELECT p.id, p.created_at,
+           row_number() OVER (PARTITION BY p.team_id ORDER BY p.created_at, p.id) AS turn
+      FROM teams CROSS JOIN LATERAL (
+           SELECT x.id, x.team_id, x.created_at FROM executions_execution x
+            WHERE x.team_id = teams.team_id AND x.status = 'pending'
+            ORDER BY x.created_at, x.id LIMIT %(limit)s
+              FOR UPDATE OF x SKIP LOCKED) p
+)
 UPDATE executions_execution SET status = 'running', started_at = now()
- WHERE id IN (SELECT x.id FROM executions_execution x
-                JOIN (SELECT id, row_number() OVER (PARTITION BY team_id ORDER BY created_at) AS turn
-                        FROM executions_execution WHERE status = 'pending') ranked
-                  ON ranked.id = x.id
-               WHERE x.status = 'pending'
-               ORDER BY ranked.turn, x.created_at LIMIT %(limit)s FOR UPDATE OF x SKIP LOCKED)
+ WHERE id = ANY(ARRAY(SELECT ranked.id FROM ranked
+                        ORDER BY ranked.turn, ranked.created_at LIMIT %(limit)s))
 RETURNING id
 
 -- name: executions_lock
@@ -45,23 +62,46 @@ s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started
 -- the teams in turn, and within a team by branch index first (a plain step counts as index 0),
 -- then age, so every execution's first steps come before later branches of any fan-out. One
 -- team's backlog, of steps or branches, holds back another team's next step by at most one
--- step per team with work. (The execution is matched by its key: joined on its status alone,
--- the planner may walk the slot holders' index once per pending step.)
+-- step per team with work.
+-- Its cost does not grow with the backlog (docs/performance.md, Claims): `teams` walks the
+-- index step_claim_order from one team to the next (a loose index scan: one probe per team
+-- with pending steps); `ranked` reads each team's first %(limit)s due steps in claim order from
+-- the same index and locks them (SKIP LOCKED: steps another claim holds are passed over, not
+-- waited for, so racing claims never take a step twice); the teams then take turns among
+-- those, and the rows locked beyond %(limit)s are let go at commit. What it reads past is a
+-- team's steps not yet due (a retry's backoff) and steps of executions that are ending. (The
+-- chosen ids are an array: rows found by their key, never a scan of the table joined to them.)
+WITH RECURSIVE teams(team_id) AS (
+    (SELECT team_id FROM executions_stepexecution WHERE status = 'pending'
+      ORDER BY team_id, coalesce(fanout_index, 0), id LIMIT 1)
+  UNION ALL
+    SELECT (SELECT d.team_id FROM executions_stepexecution d
+             WHERE d.status = 'pending' AND d.team_id > teams.team_id
+             ORDER BY d.team_id, coalesce(d.fanout_index, 0), d.id LIMIT 1)
+      FROM teams WHERE teams.team_id IS NOT NULL
+), ranked AS (
+    SELECT c.id, c.branch,
+           row_number() OVER (PARTITION BY c.team_id ORDER BY c.branch, c.id) AS turn
+      FROM teams CROSS JOIN LATERAL (
+           SELECT p.id, p.team_id, coalesce(p.fanout_index, 0) AS branch
+             FROM executions_stepexecution p
+            WHERE p.team_id = teams.team_id AND p.status = 'pending'
+              AND (p.not_before IS NULL OR p.not_before <= now())
+              -- Its execution is not ending (a step is pending only while its execution runs):
+              -- a filter on each row read, never a join the planner could start from, and
+              -- written NOT IN so that the planner expects it to pass (with `= 'running'` it
+              -- expected 1 row in 200 and read and sorted a whole team's backlog instead).
+              AND (SELECT r.status FROM executions_execution r WHERE r.id = p.execution_id)
+                  NOT IN {terminal}
+            ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
+              FOR UPDATE OF p SKIP LOCKED) c
+)
 UPDATE executions_stepexecution s
    SET status = 'running', lease_owner = %(owner)s, started_at = now(),
        lease_expires_at = now() + make_interval(secs => %(lease)s)
   FROM executions_execution e
- WHERE s.id IN (SELECT p.id FROM executions_stepexecution p
-                  JOIN (SELECT d.id, row_number() OVER (PARTITION BY r.team_id
-                                   ORDER BY coalesce(d.fanout_index, 0), d.id) AS turn
-                          FROM executions_stepexecution d
-                          JOIN executions_execution r ON r.id = d.execution_id
-                         WHERE d.status = 'pending' AND r.status = 'running'
-                           AND (d.not_before IS NULL OR d.not_before <= now())) ranked
-                    ON ranked.id = p.id
-                 WHERE p.status = 'pending'
-                 ORDER BY ranked.turn, coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
-                   FOR UPDATE OF p SKIP LOCKED)
+ WHERE s.id = ANY(ARRAY(SELECT ranked.id FROM ranked
+                          ORDER BY ranked.turn, ranked.branch, ranked.id LIMIT %(limit)s))
    AND e.id = s.execution_id
 RETURNING {step_claimed}
 

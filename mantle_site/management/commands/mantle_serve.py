@@ -33,6 +33,7 @@ from mantle_site import embedded_db
 STOP_GRACE = 30.0
 STEP_WORKER = [sys.executable, "-m", "django", "mantle_worker"]
 CLOCK = [sys.executable, "-m", "django", "mantle_clock"]
+WEB_WORKER = "mantle_site.web_worker.ReadingSyncWorker"
 RESTART_DELAY = 1.0  # seconds a restarted process runs before it may be started again
 PR_SET_PDEATHSIG = 1
 
@@ -160,5 +161,8 @@ class Command(BaseCommand):
             str(settings.MANTLE.server.workers),
             "--threads",
             str(settings.MANTLE.server.threads),
+            # One thread: the sync worker that reads each request whole before serving it
+            # (mantle_site/web_worker.py); more: gunicorn's gthread worker.
+            *(["--worker-class", WEB_WORKER] if settings.MANTLE.server.threads == 1 else []),
             *(["--access-logfile", "-"] if settings.MANTLE.server.access_log else []),
         ]
