@@ -34,6 +34,8 @@ class BlockedBy(models.TextChoices):
     LIMIT = "limit"
     RATE = "rate"
     DEBOUNCE = "debounce"
+    # Its workflow, its team or one of its named limits is paused (executions.services.pauses).
+    PAUSED = "paused"
 
 
 class Execution(models.Model):

@@ -64,6 +64,7 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             rate_period=timedelta(seconds=spec.rate_period) if spec.rate_max else None,
             rate_per_key=spec.rate_per_key,
             debounce=None if spec.debounce is None else timedelta(seconds=spec.debounce),
+            on_pause=spec.on_pause,
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])

@@ -33,6 +33,8 @@ from workflows.schema import WorkflowSpec, validate_inputs
 QUEUE_FULL = "queue_full"
 # The scope of a rejection by `rate_limit` (429 `rate_limited`, with Retry-After).
 RATE = "rate"
+# The scope of a rejection by a pause with `on_pause: reject` (429 `paused`).
+PAUSED = "paused"
 
 
 class ResolutionStale(Exception):
@@ -52,14 +54,15 @@ class Resolved:
 
 
 class ConcurrencyLimitExceeded(Exception):
-    """The workflow rejects when full (`on_limit: reject`) and a limit is reached, or its queue
-    is full (`max_queued`, scope QUEUE_FULL)."""
+    """The workflow rejects when full (`on_limit: reject`) and a limit is reached, its queue
+    is full (`max_queued`, scope QUEUE_FULL), or it is paused with `on_pause: reject` (scope
+    PAUSED, limit None; `name` the paused named limit's, if one is)."""
 
     def __init__(
         self,
         *,
         scope: str,
-        limit: int,
+        limit: int | None,
         name: str | None = None,
         retry_after: int | None = None,
     ) -> None:
@@ -67,7 +70,10 @@ class ConcurrencyLimitExceeded(Exception):
         self.limit = limit
         self.name = name  # the named limit's, when the scope is "limit"
         self.retry_after = retry_after  # seconds until the window admits one, scope RATE
-        if scope == QUEUE_FULL:
+        if scope == PAUSED:
+            paused = "its workflow or team" if name is None else f"the named limit {name!r}"
+            super().__init__(f"paused: {paused} is paused (on_pause: reject)")
+        elif scope == QUEUE_FULL:
             super().__init__(f"the queue is full ({limit} queued, max_queued)")
         elif scope == RATE:
             super().__init__(f"rate limit of {limit} reached; retry in {retry_after} s")
@@ -104,8 +110,8 @@ def blocked_by_name(execution: Execution) -> str | None:
     limit's name when that limit is."""
     if execution.blocked_by == BlockedBy.KEY:
         return execution.concurrency_key
-    if execution.blocked_by == BlockedBy.LIMIT:
-        return execution.blocked_by_limit
+    if execution.blocked_by in (BlockedBy.LIMIT, BlockedBy.PAUSED):
+        return execution.blocked_by_limit  # a paused named limit's; None for any other pause
     return None
 
 

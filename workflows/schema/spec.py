@@ -110,6 +110,7 @@ class WorkflowSpec:
     rate_period: float = 0.0  # rate_limit.period, seconds
     rate_per_key: bool = False
     debounce: float | None = None  # seconds
+    on_pause: str = ""  # "" (queue; cron ticks skipped), "queue" or "reject"
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -133,6 +134,7 @@ class WorkflowSpec:
             "rate_period": self.rate_period,
             "rate_per_key": self.rate_per_key,
             "debounce": self.debounce,
+            "on_pause": self.on_pause,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -158,5 +160,6 @@ class WorkflowSpec:
             rate_period=data.get("rate_period", 0.0),
             rate_per_key=data.get("rate_per_key", False),
             debounce=data.get("debounce"),
+            on_pause=data.get("on_pause", ""),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

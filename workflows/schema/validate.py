@@ -45,6 +45,7 @@ _WORKFLOW_KEYS = frozenset(
         "limits",
         "rate_limit",
         "debounce",
+        "on_pause",
         "steps",
     }
 )
@@ -142,6 +143,7 @@ class _Validator:
             rate_period=flow.rate.period if flow.rate else 0.0,
             rate_per_key=flow.rate.per_key if flow.rate else False,
             debounce=flow.debounce,
+            on_pause=flow.on_pause,
             steps=steps,
         )
 
