@@ -22,6 +22,7 @@ class NamedLimitOutput(serializers.Serializer):
     max = serializers.IntegerField(help_text="0: unlimited")
     in_use = serializers.IntegerField(help_text="slots held, across every workflow listing it")
     queued = serializers.IntegerField(help_text="executions queued waiting for it")
+    paused = serializers.BooleanField()
 
 
 class LimitListApi(TeamApi):

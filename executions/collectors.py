@@ -2,7 +2,7 @@
 
 One statement reads both per-workflow gauges: the queue depth and the running count of a scrape
 come from one snapshot. Every workflow with a current version gets a series, 0 included, and
-every named limit a series of its slots in use.
+every named limit a series of its slots in use; `mantle_paused` one per workflow.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from executions.sql import queries
 logger = logging.getLogger(__name__)
 
 
-def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+def _families() -> tuple[
+    GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
+]:
     labels = ["team", "workflow"]
     return (
         GaugeMetricFamily(
@@ -36,6 +38,12 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
             "Slots of a named limit held (pending or running executions that list it).",
             labels=["team", "limit"],
         ),
+        GaugeMetricFamily(
+            "mantle_paused",
+            "1 while a pause (the workflow's, its team's or a named limit's it lists) holds the "
+            "workflow's new executions, else 0.",
+            labels=labels,
+        ),
     )
 
 
@@ -44,7 +52,7 @@ class LiveExecutionsCollector(Collector):
         yield from _families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        queued, running, limit_slots = _families()
+        queued, running, limit_slots, paused = _families()
         try:
             with connection.cursor() as cursor:
                 cursor.execute(queries["live_counts"])
@@ -54,11 +62,13 @@ class LiveExecutionsCollector(Collector):
             # The counters are still worth a scrape; absent gauges say "unknown", not 0.
             logger.warning("metrics: database unavailable, gauges skipped: %s", exc)
             return
-        for team, workflow, queued_count, running_count in rows:
+        for team, workflow, queued_count, running_count, is_paused in rows:
             queued.add_metric([team, workflow], queued_count)
             running.add_metric([team, workflow], running_count)
+            paused.add_metric([team, workflow], int(is_paused))
         for limit in limits:
             limit_slots.add_metric([limit.team, limit.name], limit.in_use)
         yield queued
         yield running
         yield limit_slots
+        yield paused

@@ -44,6 +44,11 @@ PROMOTIONS = Counter(
     "Queued executions promoted to pending, by what triggered the promotion.",
     ["trigger"],
 )
+CRON_SKIPS = Counter(
+    "mantle_cron_ticks_skipped",
+    "Cron ticks skipped because the workflow was paused (on_pause not queue).",
+    ["team", "workflow"],
+)
 QUEUE_WAIT = Histogram(
     "mantle_queue_wait_duration_seconds",
     "Time from queued to promoted.",
@@ -54,6 +59,10 @@ QUEUE_WAIT = Histogram(
 
 def count_rejection(*, team: str, workflow: str, scope: str) -> None:
     REJECTED.labels(team=team, workflow=workflow, scope=scope).inc()
+
+
+def count_cron_skip(*, team: str, workflow: str) -> None:
+    CRON_SKIPS.labels(team=team, workflow=workflow).inc()
 
 
 def count_terminal(*, team: str, workflow: str, status: str) -> None:

@@ -23,6 +23,7 @@ class NamedLimitUsage:
     max: int  # 0: unlimited
     in_use: int  # slot holders, across every workflow that lists it
     queued: int  # executions queued waiting for it (blocked_by "limit")
+    paused: bool
 
 
 def named_limit_usage(*, teams: Iterable[Team] | None = None) -> list[NamedLimitUsage]:
@@ -137,6 +138,7 @@ class WorkflowQueue:
     rate_in_window: int  # became pending in the trailing rate_period; 0 when per key
     debounced: int  # queued, waiting out a debounce
     next_debounce_due: datetime | None
+    paused_by: str | None  # the pause holding its newcomers: "team", "workflow", "limit"
 
 
 @dataclass(frozen=True)

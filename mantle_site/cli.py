@@ -14,6 +14,8 @@ COMMANDS = {
     "keys": "mantle_keys",
     "status": "mantle_status",
     "cancel": "mantle_cancel",
+    "pause": "mantle_pause",
+    "resume": "mantle_resume",
     "serve": "mantle_serve",
     "seed-demo": "mantle_seed_demo",
     "migrate": "migrate",

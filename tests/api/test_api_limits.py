@@ -27,7 +27,7 @@ def test_put_creates_then_changes_a_limit_and_get_lists_its_use(api, team):
     detail = api.get(f"/api/v1/executions/{queued['execution_id']}").json()
     assert (detail["blocked_by"], detail["blocked_by_name"]) == ("limit", "prod-db")
     assert api.get("/api/v1/limits").json() == {
-        "limits": [{"name": "prod-db", "max": 1, "in_use": 1, "queued": 1}]
+        "limits": [{"name": "prod-db", "max": 1, "in_use": 1, "queued": 1, "paused": False}]
     }
     changed = api.put("/api/v1/limits/prod-db", {"max": 2}, format="json")
     assert (changed.status_code, changed.json()["max"]) == (200, 2)

@@ -12,6 +12,7 @@ from executions.services.admission import PAUSED, ConcurrencyLimitExceeded, exec
 from executions.services.lifecycle import execution_finish
 from executions.services.pauses import limit_pause_set, team_pause_set, workflow_pause_set
 from teams.services import named_limit_set
+from tests.commands import exit_code, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,3 +127,20 @@ def test_a_resume_promotes_by_priority_then_in_fifo_order(team, make_workflow):
         order.append(holder.id)
         execution_finish(holder.id, status=Status.COMPLETED)
     assert order == [admitted[4], admitted[1], admitted[3], admitted[0], admitted[2]]
+
+
+def test_the_command_line_pauses_and_resumes_each_target(team, make_workflow):
+    named_limit_set(team=team, name="prod-db", max=1)
+    make_workflow(team)
+    assert run("mantle_pause", "workflow", "deploy", "--team", "acme") == "workflow deploy paused\n"
+    assert run("mantle_pause", "workflow", "deploy", "--team", "acme").endswith("already paused\n")
+    assert run("mantle_pause", "team", "acme", "--cancel-running") == "team acme paused\n"
+    assert run("mantle_pause", "limit", "prod-db", "--team", "acme") == "limit prod-db paused\n"
+    execution_admit(team=team, workflow=team.workflows.get())
+    assert run("mantle_resume", "team", "acme") == "team acme resumed\n"
+    assert run("mantle_resume", "limit", "prod-db", "--team", "acme") == "limit prod-db resumed\n"
+    out = run("mantle_resume", "workflow", "deploy", "--team", "acme")
+    assert out == "workflow deploy resumed (1 promoted)\n"
+    assert exit_code("mantle_pause", "workflow", "deploy") == 2  # no --team
+    assert exit_code("mantle_pause", "team", "nobody") == 2
+    assert exit_code("mantle_pause", "limit", "nope", "--team", "acme") == 2
