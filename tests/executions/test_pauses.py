@@ -6,6 +6,7 @@ in the usual order at once."""
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from executions.models import Execution, Rejection, Status
 from executions.services.admission import PAUSED, ConcurrencyLimitExceeded, execution_admit
@@ -144,3 +145,29 @@ def test_the_command_line_pauses_and_resumes_each_target(team, make_workflow):
     assert exit_code("mantle_pause", "workflow", "deploy") == 2  # no --team
     assert exit_code("mantle_pause", "team", "nobody") == 2
     assert exit_code("mantle_pause", "limit", "nope", "--team", "acme") == 2
+
+
+@pytest.mark.parametrize(
+    ("changelist", "row"),
+    [
+        ("admin:teams_team_changelist", lambda team: team),
+        ("admin:workflows_workflowdefinition_changelist", lambda team: team.workflows.get()),
+        ("admin:teams_namedlimit_changelist", lambda team: team.named_limits.get()),
+    ],
+)
+def test_the_admin_pauses_and_resumes_from_the_lists(
+    admin_client, team, make_workflow, changelist, row
+):
+    named_limit_set(team=team, name="prod-db", max=1)
+    make_workflow(team, extra="limits: [prod-db]\n")
+    target = row(team)
+    url = reverse(changelist)
+    admin_client.post(url, {"action": "pause", "_selected_action": [str(target.pk)]})
+    target.refresh_from_db()
+    assert target.paused_at is not None
+    assert execution_admit(team=team, workflow=team.workflows.get()).blocked_by == "paused"
+    assert b"icon-yes.svg" in admin_client.get(url).content  # the paused column
+    admin_client.post(url, {"action": "resume", "_selected_action": [str(target.pk)]})
+    target.refresh_from_db()
+    assert target.paused_at is None
+    assert Execution.objects.get().status == "pending"
