@@ -11,6 +11,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("live/", views.live, name="live"),
     path("executions/<uuid:execution_id>/cancel/", views.cancel, name="cancel"),
+    path("teams/<int:team_id>/pause/", views.pause, name="pause"),
     path(
         "login/",
         auth_views.LoginView.as_view(

@@ -140,6 +140,11 @@ class WorkflowQueue:
     next_debounce_due: datetime | None
     paused_by: str | None  # the pause holding its newcomers: "team", "workflow", "limit"
 
+    @property
+    def paused_itself(self) -> bool:
+        """Its own pause (not its team's or a named limit's)."""
+        return self.paused_by == "workflow"
+
 
 @dataclass(frozen=True)
 class TeamQueues:
