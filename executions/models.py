@@ -13,6 +13,8 @@ from workflows.models import WorkflowDefinition, WorkflowVersion
 
 
 class Status(models.TextChoices):
+    # A delayed run: holds nothing and is counted nowhere until admitted at run_at.
+    SCHEDULED = "scheduled"
     QUEUED = "queued"
     PENDING = "pending"
     RUNNING = "running"
@@ -74,6 +76,9 @@ class Execution(models.Model):
     not_before = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # A delayed run's time (docs/operations.md, Delayed runs): admitted by the engine clock
+    # once due; kept after.
+    run_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -101,6 +106,12 @@ class Execution(models.Model):
                 fields=["workflow", "pending_at"],
                 name="execution_rate_window",
                 condition=Q(pending_at__isnull=False),
+            ),
+            # Delayed runs by due time: the engine clock admits them.
+            models.Index(
+                fields=["run_at"],
+                name="execution_scheduled",
+                condition=Q(status=Status.SCHEDULED),
             ),
             # Debounced executions by due time: the engine clock promotes their teams.
             models.Index(

@@ -149,10 +149,11 @@ def execution_admit(
     idempotency_key: str | None = None,
     priority: int | None = None,
     resolved: Resolved | None = None,
+    execution_id: uuid.UUID | None = None,
 ) -> Admission:
     """Admit one execution of the workflow's current version; `priority` (0-9) overrides the
     workflow's. `resolved`: team, workflow and version came from a cache, checked in the same
-    statement.
+    statement. `execution_id`: a delayed run's, admitted when due (services/scheduled.py).
 
     Raises workflows.schema.InvalidInputs before touching the database, ResolutionStale (nothing
     written) when `resolved` no longer holds, and ConcurrencyLimitExceeded (nothing written)
@@ -177,6 +178,7 @@ def execution_admit(
             force=force,
             idempotency_key=idempotency_key,
             resolved=resolved,
+            execution_id=execution_id or uuid.uuid4(),
         )
     except ConcurrencyLimitExceeded as rejected:
         # After the locked transaction rolled back (it would take this row with it), in a
@@ -211,8 +213,8 @@ def _admit_locked(
     force: bool,
     idempotency_key: str | None,
     resolved: Resolved | None,
+    execution_id: uuid.UUID,
 ) -> Admission:
-    execution_id = uuid.uuid4()
     fields: dict[str, Any] = {
         "inputs": inputs,
         "trigger": trigger,
@@ -281,6 +283,7 @@ def _admit_locked(
         "not_before": created_at + version.debounce if scope == BlockedBy.DEBOUNCE else None,
         "started_at": None,
         "completed_at": None,
+        "run_at": None,  # a delayed run's is written back after (services/scheduled.py)
     }
     execution = Execution.from_db(
         connection.alias, _INSERTED_FIELDS, [row[name] for name in _INSERTED_FIELDS]
