@@ -49,6 +49,11 @@ CRON_SKIPS = Counter(
     "Cron ticks skipped because the workflow was paused (on_pause not queue).",
     ["team", "workflow"],
 )
+PRUNED = Counter(
+    "mantle_pruned",
+    "Rows deleted by retention (docs/operations.md, Retention), by table.",
+    ["table"],
+)
 QUEUE_WAIT = Histogram(
     "mantle_queue_wait_duration_seconds",
     "Time from queued to promoted.",
@@ -63,6 +68,11 @@ def count_rejection(*, team: str, workflow: str, scope: str) -> None:
 
 def count_cron_skip(*, team: str, workflow: str) -> None:
     CRON_SKIPS.labels(team=team, workflow=workflow).inc()
+
+
+def count_pruned(*, table: str, rows: int) -> None:
+    if rows:
+        PRUNED.labels(table=table).inc(rows)
 
 
 def count_terminal(*, team: str, workflow: str, status: str) -> None:

@@ -107,6 +107,12 @@ class Execution(models.Model):
                 name="execution_rate_window",
                 condition=Q(pending_at__isnull=False),
             ),
+            # Finished executions of a workflow by age: what retention deletes.
+            models.Index(
+                fields=["workflow", "completed_at"],
+                name="execution_finished",
+                condition=Q(completed_at__isnull=False),
+            ),
             # Delayed runs by due time: the engine clock admits them.
             models.Index(
                 fields=["run_at"],

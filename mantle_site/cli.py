@@ -16,6 +16,7 @@ COMMANDS = {
     "cancel": "mantle_cancel",
     "pause": "mantle_pause",
     "resume": "mantle_resume",
+    "prune": "mantle_prune",
     "serve": "mantle_serve",
     "seed-demo": "mantle_seed_demo",
     "migrate": "migrate",

@@ -78,6 +78,9 @@ class WorkflowVersion(models.Model):
     debounce = models.DurationField(null=True, blank=True)
     # on_pause: what a pause does to a newcomer (queue it, or reject it 429 `paused`).
     on_pause = models.CharField(max_length=6, choices=OnPause.choices, blank=True, default="")
+    # retention: how long its finished executions are kept; null: mantle.yaml's; 0: for ever.
+    retention_completed = models.DurationField(null=True, blank=True)
+    retention_failed = models.DurationField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -111,6 +111,8 @@ class WorkflowSpec:
     rate_per_key: bool = False
     debounce: float | None = None  # seconds
     on_pause: str = ""  # "" (queue; cron ticks skipped), "queue" or "reject"
+    retention_completed: float | None = None  # seconds; None: mantle.yaml's; 0: for ever
+    retention_failed: float | None = None
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -135,6 +137,8 @@ class WorkflowSpec:
             "rate_per_key": self.rate_per_key,
             "debounce": self.debounce,
             "on_pause": self.on_pause,
+            "retention_completed": self.retention_completed,
+            "retention_failed": self.retention_failed,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -161,5 +165,7 @@ class WorkflowSpec:
             rate_per_key=data.get("rate_per_key", False),
             debounce=data.get("debounce"),
             on_pause=data.get("on_pause", ""),
+            retention_completed=data.get("retention_completed"),
+            retention_failed=data.get("retention_failed"),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

@@ -22,6 +22,7 @@ from workflows.schema.document import Document, WorkflowInvalid, document_read, 
 from workflows.schema.flow import flow_control_read
 from workflows.schema.graph import cycles
 from workflows.schema.inputs import INPUT_TYPES
+from workflows.schema.retention import retention_read
 from workflows.schema.scope import Scope, scope_problems
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
 from workflows.schema.triggers import triggers_read
@@ -46,6 +47,7 @@ _WORKFLOW_KEYS = frozenset(
         "rate_limit",
         "debounce",
         "on_pause",
+        "retention",
         "steps",
     }
 )
@@ -122,6 +124,7 @@ class _Validator:
         )
         steps = self._steps(root)
         flow = flow_control_read(self.doc, root, self.input_names, self.limit_names)
+        retention = retention_read(self.doc, root.get("retention"))
         # The spec is used only when the document has no errors; its casts state what the checks
         # above then established.
         return WorkflowSpec(
@@ -144,6 +147,8 @@ class _Validator:
             rate_per_key=flow.rate.per_key if flow.rate else False,
             debounce=flow.debounce,
             on_pause=flow.on_pause,
+            retention_completed=retention.completed,
+            retention_failed=retention.failed,
             steps=steps,
         )
 
