@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from api.errors import ApiError
 from api.serializers import AdmissionOutput, ConcurrencyLimitOutput, ErrorOutput
+from executions.models import Status
 from executions.services.admission import Admission
 from teams.models import Team
 
@@ -56,6 +57,8 @@ def admission_response(admission: Admission) -> Response:
     }
     if admission.warnings:
         body["warnings"] = list(admission.warnings)
+    if admission.status == Status.SCHEDULED:  # only then: an admitted row defers run_at
+        body["run_at"] = execution.run_at.isoformat() if execution.run_at else None
     return Response(
         body,
         status=status.HTTP_200_OK if admission.replayed else status.HTTP_202_ACCEPTED,

@@ -22,7 +22,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from core import locks
-from executions.services.admission import QUEUE_FULL, RATE, ConcurrencyLimitExceeded
+from executions.services.admission import PAUSED, QUEUE_FULL, RATE, ConcurrencyLimitExceeded
 from executions.services.idempotency import IdempotencyKeyReused
 from executions.services.lifecycle import ExecutionBusy, NotCancellable
 from executions.services.named_limits import NamedLimitInUse
@@ -84,7 +84,7 @@ def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:
 def _translate(exc: Exception) -> ApiError | None:
     """The services' exceptions as API errors."""
     if isinstance(exc, ConcurrencyLimitExceeded):
-        codes = {QUEUE_FULL: QUEUE_FULL, RATE: "rate_limited"}
+        codes = {QUEUE_FULL: QUEUE_FULL, RATE: "rate_limited", PAUSED: PAUSED}
         code = codes.get(exc.scope, "concurrency_limit")
         named = {} if exc.name is None else {"name": exc.name}
         # Over a rate the wait is known (unlike a slot's): Retry-After says it.

@@ -39,8 +39,9 @@ from executions.selectors import (
     steps_blocked_by,
 )
 from executions.services.admission import Resolved
-from executions.services.idempotency import execution_admit_once
+from executions.services.idempotency import execution_admit_once, execution_schedule_once
 from executions.services.lifecycle import execution_cancel
+from executions.services.scheduled import run_time
 from teams.auth import ApiKeyAuthentication
 from teams.models import ApiKey, Team
 from workflows.models import WorkflowDefinition
@@ -80,6 +81,17 @@ class RunKeyAuthentication(ApiKeyAuthentication):
         return authenticated[0]
 
 
+DELAY_KEYS = frozenset({"run_at", "delay"})
+
+
+def delayed_until(body: dict[str, Any]) -> datetime:
+    """A delayed run's time from the body's `run_at` or `delay`: 400 `invalid_schedule`."""
+    try:
+        return run_time(run_at=body.get("run_at"), delay=body.get("delay"))
+    except ValueError as exc:
+        raise ApiError(400, "invalid_schedule", str(exc)) from None
+
+
 class RunApi(TeamApi):
     authentication_classes = [RunKeyAuthentication]
 
@@ -88,6 +100,8 @@ class RunApi(TeamApi):
         priority = serializers.IntegerField(
             required=False, allow_null=True, min_value=0, max_value=9
         )
+        run_at = serializers.CharField(required=False, help_text="a delayed run: RFC 3339")
+        delay = serializers.CharField(required=False, help_text='a delayed run: "10m", "1h30m"')
 
     @extend_schema(
         operation_id="run_workflow",
@@ -121,7 +135,7 @@ class RunApi(TeamApi):
         ):
             return inputs, priority
         serializer = self.RunInput(data=body)
-        unknown = sorted(set(body) - {"inputs", "priority"})
+        unknown = sorted(set(body) - {"inputs", "priority", *DELAY_KEYS})
         if not serializer.is_valid() or unknown:
             if unknown:
                 detail = f"unknown keys {unknown}"
@@ -129,16 +143,29 @@ class RunApi(TeamApi):
                 detail = "'inputs' must be an object"
             else:
                 detail = _first_error(serializer)
-            shape = '{"inputs": {…}, "priority": 0-9}'
+            shape = '{"inputs": {…}, "priority": 0-9, "run_at" or "delay"}'
             raise ApiError(400, "invalid_inputs", f"{detail}; the body is {shape}")
         return serializer.validated_data.get("inputs"), serializer.validated_data.get("priority")
 
     def run(
         self, request: Request, workflow: str, *, team: Team, authenticator: RunKeyAuthentication
     ) -> Response:
-        inputs, priority = self.run_input(json_object(request.body))
+        body = json_object(request.body)
+        inputs, priority = self.run_input(body)
         if authenticator.workflow is None:
             raise ApiError(404, "workflow_not_found", f"no workflow {workflow!r}")
+        if body.keys() & DELAY_KEYS:
+            return admission_response(
+                execution_schedule_once(
+                    team=team,
+                    workflow=authenticator.workflow,
+                    run_at=delayed_until(body),
+                    inputs=inputs,
+                    trigger={"type": "api"},
+                    priority=priority,
+                    idempotency_key=idempotency_key(request),
+                )
+            )
         admission = execution_admit_once(
             team=team,
             workflow=authenticator.workflow,

@@ -30,6 +30,7 @@ class NamedLimitOutput(serializers.Serializer):
     scope = serializers.ChoiceField(choices=["team", "global"])
     units_in_use = serializers.IntegerField(help_text="units held by running steps listing it")
     waiting_steps = serializers.IntegerField(help_text="steps waiting for it")
+    paused = serializers.BooleanField()
 
 
 class LimitListApi(TeamApi):

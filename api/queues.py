@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import TeamApi
-from executions.selectors import WorkflowQueue, team_queues, teams_busiest_keys
+from executions.selectors import TeamQueues, WorkflowQueue, team_queues, teams_busiest_keys
 
 
 class KeyQueueOutput(serializers.Serializer):
@@ -30,7 +30,14 @@ class WorkflowQueueOutput(serializers.Serializer):
     running = serializers.IntegerField()
     queued = serializers.IntegerField()
     oldest_queued_at = serializers.DateTimeField(allow_null=True)
+    paused = serializers.SerializerMethodField()
+    paused_by = serializers.CharField(
+        allow_null=True, help_text="the pause holding its newcomers: team, workflow or limit"
+    )
     busiest_keys = serializers.SerializerMethodField()
+
+    def get_paused(self, workflow: WorkflowQueue) -> bool:
+        return workflow.paused_by is not None
 
     @extend_schema_field(KeyQueueOutput(many=True))
     def get_busiest_keys(self, workflow: WorkflowQueue) -> Any:
@@ -41,9 +48,13 @@ class QueuesApi(TeamApi):
     class QueuesOutput(serializers.Serializer):
         team = serializers.CharField(source="team.slug")
         limit = serializers.IntegerField()
+        paused = serializers.SerializerMethodField()
         running = serializers.IntegerField()
         queued = serializers.IntegerField()
         workflows = WorkflowQueueOutput(many=True)
+
+        def get_paused(self, queues: TeamQueues) -> bool:
+            return queues.team.paused_at is not None
 
     @extend_schema(operation_id="get_queues", responses={200: QueuesOutput})
     def get(self, request: Request) -> Response:

@@ -50,6 +50,7 @@ class ExecutionOutput(serializers.Serializer):
     promoted_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
+    run_at = serializers.DateTimeField(allow_null=True, help_text="a delayed run's time")
     queue_position = serializers.SerializerMethodField()
     blocked_by = serializers.CharField(allow_null=True)
     blocked_by_name = serializers.SerializerMethodField()

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from api import executions, health, hooks, limits, queues, rates, workflows
+from api import executions, health, hooks, limits, pauses, queues, rates, workflows
 
 api_v1 = [
     path("run/<str:workflow>", executions.RunApi.as_view(), name="run"),
@@ -25,6 +25,12 @@ api_v1 = [
     ),
     path("workflows", workflows.WorkflowListApi.as_view(), name="workflow-list"),
     path("workflows/<str:name>", workflows.WorkflowApi.as_view(), name="workflow-detail"),
+    path("workflows/<str:name>/pause", pauses.WorkflowPauseApi.as_view(), name="workflow-pause"),
+    path("workflows/<str:name>/resume", pauses.WorkflowResumeApi.as_view(), name="workflow-resume"),
+    path("teams/<str:slug>/pause", pauses.TeamPauseApi.as_view(), name="team-pause"),
+    path("teams/<str:slug>/resume", pauses.TeamResumeApi.as_view(), name="team-resume"),
+    path("limits/<str:name>/pause", pauses.LimitPauseApi.as_view(), name="limit-pause"),
+    path("limits/<str:name>/resume", pauses.LimitResumeApi.as_view(), name="limit-resume"),
     path("queues", queues.QueuesApi.as_view(), name="queues"),
     path("limits", limits.LimitListApi.as_view(), name="limit-list"),
     path("limits/<str:name>", limits.LimitApi.as_view(), name="limit-detail"),

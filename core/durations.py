@@ -48,3 +48,14 @@ def parse_duration(value: str | int | float) -> float:
 
 
 _DURATION_HINT = "use seconds or a value like 500ms, 30s, 5m, 2h or 1h30m"
+
+
+_DAYS = re.compile(r"(\d+)d")
+
+
+def parse_retention(value: str | int | float) -> float:
+    """Seconds of a retention horizon: whole days (``30d``) or any duration above; 0 keeps for
+    ever (docs/operations.md, Retention)."""
+    if isinstance(value, str) and (days := _DAYS.fullmatch(value.strip())):
+        return float(int(days.group(1)) * 86_400)
+    return parse_duration(value)

@@ -16,6 +16,7 @@ urlpatterns = [
     path("executions/<uuid:execution_id>/cancel/", views.cancel, name="cancel"),
     # Browsers ask for /favicon.ico whatever the page says.
     path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True)),
+    path("teams/<int:team_id>/pause/", views.pause, name="pause"),
     path(
         "login/",
         auth_views.LoginView.as_view(

@@ -17,6 +17,9 @@ from dashboard.execution_page import execution_page
 from dashboard.panels import dashboard_panels, team_ids_cancellable_by, teams_visible_to
 from executions.models import TERMINAL, Execution
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
+from executions.services.pauses import limit_pause_set, team_pause_set, workflow_pause_set
+from teams.models import NamedLimit, Team
+from workflows.models import WorkflowDefinition
 
 LOGIN_URL = "dashboard:login"
 
@@ -93,3 +96,33 @@ def cancel(request: SignedInRequest, execution_id: uuid.UUID) -> HttpResponse:
     if request.POST.get("from") == "execution":
         return redirect("dashboard:execution", execution.id)
     return redirect("dashboard:index")
+
+
+@require_POST
+@login_required(login_url=LOGIN_URL)
+def pause(request: SignedInRequest, team_id: int) -> HttpResponse:
+    """Pause or resume (POST `action`: pause | resume) the team, or one of its workflows or named
+    limits (`workflow` or `limit`: its name), under the permission check of cancel: 404 for
+    what the user may not see, 403 for what they see but may not cancel."""
+    team = get_object_or_404(teams_visible_to(user=request.user), id=team_id)
+    if not team_ids_cancellable_by(user=request.user, team_ids=[team.id]):
+        raise PermissionDenied(f"{request.user} may not pause or resume this team's queues")
+    paused = request.POST.get("action") == "pause"
+    label = _paused_target(request, team, paused)
+    messages.success(request, f"{'Paused' if paused else 'Resumed'} {label}.")
+    if request.headers.get("HX-Request"):
+        return _render(request, "dashboard/_live.html")
+    return redirect("dashboard:index")
+
+
+def _paused_target(request: SignedInRequest, team: Team, paused: bool) -> str:
+    if name := request.POST.get("workflow"):
+        workflow = get_object_or_404(WorkflowDefinition, team=team, name=name)
+        workflow_pause_set(workflow=workflow, paused=paused)
+        return f"workflow {name}"
+    if name := request.POST.get("limit"):
+        limit = get_object_or_404(NamedLimit, team=team, name=name)
+        limit_pause_set(limit=limit, paused=paused)
+        return f"named limit {name}"
+    team_pause_set(team=team, paused=paused)
+    return f"team {team.slug}"

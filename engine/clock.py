@@ -1,7 +1,8 @@
 """The engine's clock: the reaper every `engine.reaper_interval`, the backup promotion poller
 every `engine.queue_poll_interval`, cron triggers every second, the dashboard's queue samples
 every 20 s, and every tick the promotion of queues waiting for a rate window or a debounce (a
-window admits one again, a debounce passes, at a moment no completion announces).
+window admits one again, a debounce passes, at a moment no completion announces) and the
+admission of delayed runs now due.
 
 It runs in a process of its own (`manage.py mantle_clock`, one per `mantle serve` that runs
 workers), apart from the step workers: a hung step worker never stops the reaper that recovers
@@ -25,7 +26,7 @@ from django.db import connection
 
 from core import locks
 from engine import cron, reaper
-from executions.services import promotion, queue_samples
+from executions.services import promotion, queue_samples, scheduled
 
 RESOLUTION = 0.25  # seconds between looks at what is due
 STANDBY = 1.0  # seconds between attempts to take the clock over
@@ -86,6 +87,7 @@ def tick(state: dict[str, Any]) -> None:
     if _due(state, "poller", engine.queue_poll_interval, now):
         promotion.queue_promote_all(trigger="poller")
     promotion.queue_promote_waiting_for_time()
+    scheduled.scheduled_admit_due()
     if _due(state, "queue_samples", QUEUE_SAMPLE_INTERVAL, now):
         queue_samples.queue_sample_record()
     if _due(state, "cron", CRON_INTERVAL, now):

@@ -5,6 +5,10 @@ At most once per tick across schedulers: the tick's idempotency key
 (`cron:<workflow>:<trigger>:<time>`) is unique per team, so a second scheduler admitting the
 same tick fails on the constraint and writes nothing. Ticks missed while no scheduler ran are
 not caught up; only the latest tick in the window is admitted.
+
+A tick of a paused workflow (its own pause, its team's, or a named limit's it lists) is skipped
+and counted (`mantle_cron_ticks_skipped_total`), unless the workflow says `on_pause: queue`:
+then it is admitted, and queued by the pause (docs/operations.md, Pausing during an incident).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from datetime import datetime
 from croniter import croniter
 from django.db import IntegrityError
 
+from executions import metrics
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
-from workflows.models import WorkflowDefinition
+from teams.models import NamedLimit
+from workflows.models import OnPause, WorkflowDefinition
 from workflows.schema import InvalidInputs
 
 logger = logging.getLogger(__name__)
@@ -33,9 +39,27 @@ def admit_due(*, since: datetime, until: datetime) -> int:
             if trigger["type"] != "cron":
                 continue
             tick = latest_tick(trigger["schedule"], since=since, until=until)
-            if tick is not None and _admit_tick(workflow, index, trigger["schedule"], tick):
+            if tick is None:
+                continue
+            if _skipped_for_pause(workflow):
+                logger.info("cron tick of %s at %s skipped: paused", workflow, tick.isoformat())
+                metrics.count_cron_skip(team=workflow.team.slug, workflow=workflow.name)
+            elif _admit_tick(workflow, index, trigger["schedule"], tick):
                 created += 1
     return created
+
+
+def _skipped_for_pause(workflow: WorkflowDefinition) -> bool:
+    version = workflow.applied_version
+    if version.on_pause == OnPause.QUEUE:
+        return False
+    return (
+        workflow.paused_at is not None
+        or workflow.team.paused_at is not None
+        or NamedLimit.objects.filter(
+            team_id=workflow.team_id, name__in=version.limits, paused_at__isnull=False
+        ).exists()
+    )
 
 
 def latest_tick(schedule: str, *, since: datetime, until: datetime) -> datetime | None:

@@ -2,7 +2,8 @@
 
 `mantle-engine-clock` runs one pass of the engine clock (engine/clock.py) every minute, for a
 cluster without step workers; where step workers run, their clock ticks every 0.25 s and this
-pass finds the clock's lock held and does nothing.
+pass finds the clock's lock held and does nothing. `mantle-prune` runs the retention pass
+every hour (executions/services/retention.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ SCHEDULES = {
         "func": "engine.tasks.engine_clock",
         "schedule_type": Schedule.MINUTES,
         "minutes": 1,
+        "repeats": -1,
+    },
+    # Retention (docs/operations.md): each pass deletes in batches, so an hour is plenty.
+    "mantle-prune": {
+        "func": "engine.tasks.prune",
+        "schedule_type": Schedule.HOURLY,
         "repeats": -1,
     },
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 from engine import clock, orchestrator
-from executions.services import lifecycle
+from executions.services import lifecycle, retention
 
 
 def run_execution(execution_id: str) -> None:
@@ -26,3 +26,8 @@ def run_step(step_id: int) -> None:
 def engine_clock() -> None:
     """The schedule `mantle-engine-clock`: one pass of the clock, unless a step worker runs it."""
     clock.run_once()
+
+
+def prune() -> None:
+    """The schedule `mantle-prune`: the retention pass (idempotent: what is gone stays gone)."""
+    retention.prune()

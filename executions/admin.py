@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString
 from core.admin import ReadOnlyAdminMixin
 from core.times import NONE_SHOWN, time_shown
 from executions.models import SLOT_HOLDING, Execution, Status, StepExecution
+from executions.pause_admin import TEAM_PAUSE_ACTIONS, paused
 from executions.selectors import STEP_FIELDS, execution_step_counts, execution_steps
 from executions.services.lifecycle import ExecutionBusy, NotCancellable, execution_cancel
 from teams.admin import TeamAdmin
@@ -257,7 +258,8 @@ class TeamWithLoadAdmin(TeamAdmin):
     """Teams with their live executions: executions extends the teams' admin (teams, below it,
     knows nothing of executions)."""
 
-    list_display = [*TeamAdmin.list_display, "running", "queued"]
+    list_display = [*TeamAdmin.list_display, "running", "queued", paused]
+    actions = TEAM_PAUSE_ACTIONS
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
         return (

@@ -3,7 +3,7 @@
 One statement reads both per-workflow gauges: the queue depth and the running count of a scrape
 come from one snapshot. Every workflow with a current version gets a series, 0 included, and
 every named limit a series of its slots in use, of the units its running steps hold and of the
-steps waiting for it (docs/limits.md, Step scope).
+steps waiting for it (docs/limits.md, Step scope); `mantle_paused` one per workflow.
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ def _families() -> tuple[GaugeMetricFamily, ...]:
             "Steps waiting for a named limit (of any team: by name alone).",
             labels=["limit"],
         ),
+        GaugeMetricFamily(
+            "mantle_paused",
+            "1 while a pause (the workflow's, its team's or a named limit's it lists) holds the "
+            "workflow's new executions, else 0.",
+            labels=labels,
+        ),
     )
 
 
@@ -57,7 +63,7 @@ class LiveExecutionsCollector(Collector):
         yield from _families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        queued, running, limit_slots, units, waiting = _families()
+        queued, running, limit_slots, units, waiting, paused = _families()
         try:
             with connection.cursor() as cursor:
                 cursor.execute(queries["live_counts"])
@@ -67,9 +73,10 @@ class LiveExecutionsCollector(Collector):
             # The counters are still worth a scrape; absent gauges say "unknown", not 0.
             logger.warning("metrics: database unavailable, gauges skipped: %s", exc)
             return
-        for team, workflow, queued_count, running_count in rows:
+        for team, workflow, queued_count, running_count, is_paused in rows:
             queued.add_metric([team, workflow], queued_count)
             running.add_metric([team, workflow], running_count)
+            paused.add_metric([team, workflow], int(is_paused))
         waiting_by_name: Counter[str] = Counter()
         for limit in limits:
             if limit.scope == "team":
@@ -83,3 +90,4 @@ class LiveExecutionsCollector(Collector):
         yield limit_slots
         yield units
         yield waiting
+        yield paused

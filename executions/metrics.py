@@ -44,6 +44,16 @@ PROMOTIONS = Counter(
     "Queued executions promoted to pending, by what triggered the promotion.",
     ["trigger"],
 )
+CRON_SKIPS = Counter(
+    "mantle_cron_ticks_skipped",
+    "Cron ticks skipped because the workflow was paused (on_pause not queue).",
+    ["team", "workflow"],
+)
+PRUNED = Counter(
+    "mantle_pruned",
+    "Rows deleted by retention (docs/operations.md, Retention), by table.",
+    ["table"],
+)
 QUEUE_WAIT = Histogram(
     "mantle_queue_wait_duration_seconds",
     "Time from queued to promoted.",
@@ -54,6 +64,15 @@ QUEUE_WAIT = Histogram(
 
 def count_rejection(*, team: str, workflow: str, scope: str) -> None:
     REJECTED.labels(team=team, workflow=workflow, scope=scope).inc()
+
+
+def count_cron_skip(*, team: str, workflow: str) -> None:
+    CRON_SKIPS.labels(team=team, workflow=workflow).inc()
+
+
+def count_pruned(*, table: str, rows: int) -> None:
+    if rows:
+        PRUNED.labels(table=table).inc(rows)
 
 
 def count_terminal(*, team: str, workflow: str, status: str) -> None:

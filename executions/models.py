@@ -13,6 +13,8 @@ from workflows.models import WorkflowDefinition, WorkflowVersion
 
 
 class Status(models.TextChoices):
+    # A delayed run: holds nothing and is counted nowhere until admitted at run_at.
+    SCHEDULED = "scheduled"
     QUEUED = "queued"
     PENDING = "pending"
     RUNNING = "running"
@@ -34,6 +36,8 @@ class BlockedBy(models.TextChoices):
     LIMIT = "limit"
     RATE = "rate"
     DEBOUNCE = "debounce"
+    # Its workflow, its team or one of its named limits is paused (executions.services.pauses).
+    PAUSED = "paused"
 
 
 class Execution(models.Model):
@@ -77,6 +81,9 @@ class Execution(models.Model):
     not_before = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # A delayed run's time (docs/operations.md, Delayed runs): admitted by the engine clock
+    # once due; kept after.
+    run_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -104,6 +111,18 @@ class Execution(models.Model):
                 fields=["workflow", "pending_at"],
                 name="execution_rate_window",
                 condition=Q(pending_at__isnull=False),
+            ),
+            # Finished executions of a workflow by age: what retention deletes.
+            models.Index(
+                fields=["workflow", "completed_at"],
+                name="execution_finished",
+                condition=Q(completed_at__isnull=False),
+            ),
+            # Delayed runs by due time: the engine clock admits them.
+            models.Index(
+                fields=["run_at"],
+                name="execution_scheduled",
+                condition=Q(status=Status.SCHEDULED),
             ),
             # Debounced executions by due time: the engine clock promotes their teams.
             models.Index(

@@ -27,6 +27,7 @@ class NamedLimitUsage:
     units_in_use: int  # held by running steps that list it (step scope)
     waiting_steps: int  # steps waiting for it
     oldest_waiting_at: datetime | None
+    paused: bool
 
 
 def named_limit_usage(
@@ -156,6 +157,12 @@ class WorkflowQueue:
     rate_in_window: int  # became pending in the trailing rate_period; 0 when per key
     debounced: int  # queued, waiting out a debounce
     next_debounce_due: datetime | None
+    paused_by: str | None  # the pause holding its newcomers: "team", "workflow", "limit"
+
+    @property
+    def paused_itself(self) -> bool:
+        """Its own pause (not its team's or a named limit's)."""
+        return self.paused_by == "workflow"
 
 
 @dataclass(frozen=True)

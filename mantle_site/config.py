@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from core.bounds import MAX_COUNT, duration_problem
-from core.durations import parse_duration
+from core.durations import parse_duration, parse_retention
 from engine.egress import HostOrNetwork, HttpConfig
 
 
@@ -105,11 +105,21 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class RetentionConfig:
+    """How long finished executions are kept (docs/operations.md, Retention), in seconds; 0
+    keeps them for ever. `failed` covers failed, cancelled and timed_out."""
+
+    completed: float = 30 * 86_400.0
+    failed: float = 90 * 86_400.0
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     env: dict[str, str] = field(default_factory=dict)  # what workflows read as env.<NAME>
 
 
@@ -239,12 +249,14 @@ _PARSERS: dict[str, dict[str, Any]] = {
         "access_log": _bool,
     },
     "limits": {name: _positive_int for name in LimitsConfig.__dataclass_fields__},
+    "retention": {"completed": parse_retention, "failed": parse_retention},
 }
 _SECTIONS = {
     "database": DatabaseConfig,
     "engine": EngineConfig,
     "server": ServerConfig,
     "limits": LimitsConfig,
+    "retention": RetentionConfig,
 }
 
 

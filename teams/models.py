@@ -17,6 +17,9 @@ class Team(models.Model):
         help_text="Blank: the mantle.yaml default. 0: unlimited.",
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="teams")
+    # Paused (docs/operations.md, Pausing during an incident): nothing of the team becomes
+    # pending. Changed only under the team's lock (executions.services.pauses).
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -61,6 +64,8 @@ class NamedLimit(models.Model):
         validators=[RegexValidator(f"^{NAMED_LIMIT_NAME}$", "lower case: ^[a-z][a-z0-9_-]*$")],
     )
     max = models.PositiveIntegerField(help_text="0: unlimited.")
+    # Paused: no execution holding it becomes pending (executions.services.pauses).
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["team", "name"]

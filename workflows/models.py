@@ -13,6 +13,13 @@ class OnLimit(models.TextChoices):
     KEEP_LATEST = "keep_latest"
 
 
+class OnPause(models.TextChoices):
+    # Unset: admitted queued like QUEUE, but a cron tick of the paused workflow is skipped.
+    UNSET = "", "queue (cron ticks skipped)"
+    QUEUE = "queue"
+    REJECT = "reject"
+
+
 class WorkflowDefinition(models.Model):
     """A team's named workflow; its behaviour lives in its versions, the newest being current."""
 
@@ -22,6 +29,10 @@ class WorkflowDefinition(models.Model):
         "WorkflowVersion", null=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Paused (docs/operations.md, Pausing during an incident): none of its executions becomes
+    # pending; kept across versions. Changed only under its team's and its own lock
+    # (executions.services.pauses).
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["team", "name"]
@@ -65,6 +76,11 @@ class WorkflowVersion(models.Model):
     rate_per_key = models.BooleanField(default=False)
     # debounce: an execution starts only after this long without a newer one of its key.
     debounce = models.DurationField(null=True, blank=True)
+    # on_pause: what a pause does to a newcomer (queue it, or reject it 429 `paused`).
+    on_pause = models.CharField(max_length=6, choices=OnPause.choices, blank=True, default="")
+    # retention: how long its finished executions are kept; null: mantle.yaml's; 0: for ever.
+    retention_completed = models.DurationField(null=True, blank=True)
+    retention_failed = models.DurationField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -73,6 +73,9 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             rate_period=timedelta(seconds=spec.rate_period) if spec.rate_max else None,
             rate_per_key=spec.rate_per_key,
             debounce=None if spec.debounce is None else timedelta(seconds=spec.debounce),
+            on_pause=spec.on_pause,
+            retention_completed=_seconds(spec.retention_completed),
+            retention_failed=_seconds(spec.retention_failed),
         )
         workflow.current_version = version
         workflow.save(update_fields=["current_version"])
@@ -84,6 +87,10 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
         ):
             limit_loosened.send(sender=WorkflowVersion, team_id=team.id)
     return Applied(workflow, version, created=created, changed=True, warnings=warnings)
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
 
 
 def _check_named_limits_exist(spec: WorkflowSpec, team: Team) -> None:

@@ -1,14 +1,18 @@
-"""Small presentation helpers of the dashboard: times, durations, limit bars and the depth
-chart."""
+"""Small presentation helpers of the dashboard: times, durations, limit bars, the depth chart
+and the pause buttons."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django import template
+from django.middleware.csrf import get_token
+from django.urls import reverse
 from django.utils.html import format_html
 
 from core.times import time_shown
+from teams.models import Team
 
 register = template.Library()
 
@@ -65,4 +69,30 @@ def depth_chart(series: list[int], label: str) -> str:
         peak=peak,
         area=area,
         line=line,
+    )
+
+
+@register.simple_tag(takes_context=True)
+def pause_button(context: dict[str, Any], team: Team, kind: str, name: str, paused: Any) -> str:
+    """A Pause (or, when `paused`, Resume) button of the team (`kind` ""), or of its workflow or
+    named limit `name` (`kind` "workflow" or "limit"), posting to dashboard:pause."""
+    action = "Resume" if paused else "Pause"
+    url = reverse("dashboard:pause", args=[team.id])
+    label = f"{kind} {name}" if kind else f"team {team.slug}"
+    target = format_html('<input type="hidden" name="{}" value="{}">', kind, name) if kind else ""
+    return format_html(
+        '<form class="pause" method="post" action="{}" hx-post="{}" hx-target="#live" '
+        'hx-confirm="{} {}?"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
+        '<input type="hidden" name="action" value="{}">{}'
+        '<button type="submit" class="pause" aria-label="{} {}">{}</button></form>',
+        url,
+        url,
+        action,
+        label,
+        get_token(context["request"]),
+        action.lower(),
+        target,
+        action,
+        label,
+        action,
     )

@@ -33,6 +33,8 @@ from workflows.schema import WorkflowSpec, undeclared_given, validate_inputs
 QUEUE_FULL = "queue_full"
 # The scope of a rejection by `rate_limit` (429 `rate_limited`, with Retry-After).
 RATE = "rate"
+# The scope of a rejection by a pause with `on_pause: reject` (429 `paused`).
+PAUSED = "paused"
 
 
 class ResolutionStale(Exception):
@@ -52,14 +54,15 @@ class Resolved:
 
 
 class ConcurrencyLimitExceeded(Exception):
-    """The workflow rejects when full (`on_limit: reject`) and a limit is reached, or its queue
-    is full (`max_queued`, scope QUEUE_FULL)."""
+    """The workflow rejects when full (`on_limit: reject`) and a limit is reached, its queue
+    is full (`max_queued`, scope QUEUE_FULL), or it is paused with `on_pause: reject` (scope
+    PAUSED, limit None; `name` the paused named limit's, if one is)."""
 
     def __init__(
         self,
         *,
         scope: str,
-        limit: int,
+        limit: int | None,
         name: str | None = None,
         retry_after: int | None = None,
     ) -> None:
@@ -67,7 +70,10 @@ class ConcurrencyLimitExceeded(Exception):
         self.limit = limit
         self.name = name  # the named limit's, when the scope is "limit"
         self.retry_after = retry_after  # seconds until the window admits one, scope RATE
-        if scope == QUEUE_FULL:
+        if scope == PAUSED:
+            paused = "its workflow or team" if name is None else f"the named limit {name!r}"
+            super().__init__(f"paused: {paused} is paused (on_pause: reject)")
+        elif scope == QUEUE_FULL:
             super().__init__(f"the queue is full ({limit} queued, max_queued)")
         elif scope == RATE:
             super().__init__(f"rate limit of {limit} reached; retry in {retry_after} s")
@@ -107,8 +113,8 @@ def blocked_by_name(execution: Execution) -> str | None:
     limit's name when that limit is."""
     if execution.blocked_by == BlockedBy.KEY:
         return execution.concurrency_key
-    if execution.blocked_by == BlockedBy.LIMIT:
-        return execution.blocked_by_limit
+    if execution.blocked_by in (BlockedBy.LIMIT, BlockedBy.PAUSED):
+        return execution.blocked_by_limit  # a paused named limit's; None for any other pause
     return None
 
 
@@ -147,10 +153,11 @@ def execution_admit(
     idempotency_key: str | None = None,
     priority: int | None = None,
     resolved: Resolved | None = None,
+    execution_id: uuid.UUID | None = None,
 ) -> Admission:
     """Admit one execution of the workflow's current version; `priority` (0-9) overrides the
     workflow's. `resolved`: team, workflow and version came from a cache, checked in the same
-    statement.
+    statement. `execution_id`: a delayed run's, admitted when due (services/scheduled.py).
 
     Raises workflows.schema.InvalidInputs before touching the database, ResolutionStale (nothing
     written) when `resolved` no longer holds, and ConcurrencyLimitExceeded (nothing written)
@@ -176,6 +183,7 @@ def execution_admit(
             force=force,
             idempotency_key=idempotency_key,
             resolved=resolved,
+            execution_id=execution_id or uuid.uuid4(),
         )
     except ConcurrencyLimitExceeded as rejected:
         # After the locked transaction rolled back (it would take this row with it), in a
@@ -211,8 +219,8 @@ def _admit_locked(
     force: bool,
     idempotency_key: str | None,
     resolved: Resolved | None,
+    execution_id: uuid.UUID,
 ) -> Admission:
-    execution_id = uuid.uuid4()
     fields: dict[str, Any] = {
         "inputs": inputs,
         "trigger": trigger,
@@ -281,6 +289,7 @@ def _admit_locked(
         "not_before": created_at + version.debounce if scope == BlockedBy.DEBOUNCE else None,
         "started_at": None,
         "completed_at": None,
+        "run_at": None,  # a delayed run's is written back after (services/scheduled.py)
     }
     execution = Execution.from_db(
         connection.alias, _INSERTED_FIELDS, [row[name] for name in _INSERTED_FIELDS]

@@ -10,9 +10,10 @@ job deletes executions).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from executions.selectors import execution_by_idempotency_key, execution_queue_positions
 from executions.services.admission import (
@@ -21,6 +22,7 @@ from executions.services.admission import (
     Resolved,
     execution_admit,
 )
+from executions.services.scheduled import execution_schedule
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 
@@ -77,6 +79,40 @@ def execution_admit_once(
         if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
             return original
         raise
+
+
+def execution_schedule_once(
+    *,
+    team: Team,
+    workflow: WorkflowDefinition,
+    run_at: datetime,
+    inputs: dict[str, Any] | None,
+    trigger: dict[str, Any],
+    priority: int | None,
+    idempotency_key: str | None,
+) -> Admission:
+    """A new delayed run (services/scheduled.py), or the original one (`replayed`) made under
+    the key."""
+    if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
+        return original
+    try:
+        with transaction.atomic():
+            scheduled = execution_schedule(
+                team=team,
+                workflow=workflow,
+                run_at=run_at,
+                inputs=inputs,
+                trigger=trigger,
+                priority=priority,
+                idempotency_key=idempotency_key,
+            )
+    except IntegrityError as exc:
+        if idempotency_key is None or _constraint(exc) != CONSTRAINT:
+            raise
+        original = _original(team, workflow, idempotency_key)
+        assert original is not None, "the index said the key exists"
+        return original
+    return Admission(execution=scheduled, queue_position=None)
 
 
 def _original(team: Team, workflow: WorkflowDefinition, key: str) -> Admission | None:

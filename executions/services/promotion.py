@@ -4,9 +4,10 @@ within a key (promotion.sql's fair_queue_heads); across the team's workflows the
 first.
 
 Runs after the commit of every terminal transition (signals.py), when a limit is raised, from
-the engine clock for queues waiting for a rate window, and from the backup poller. Same lock
-order as admission: team, then the named limits its queue holds in name order, then its queued
-workflows in id order.
+the engine clock for queues waiting for a rate window, from a resume, and from the backup poller.
+Same lock order as admission: team, then the named limits its queue holds in name order, then
+its queued workflows in id order. A paused team, workflow or named limit has no free slot
+(services/pauses.py).
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ class _QueuedWorkflow:
     @classmethod
     def from_row(cls, row: tuple) -> _QueuedWorkflow:
         """A promotion_state row: a rate not per key bounds the workflow's free slots by the
-        room in its window."""
+        room in its window; a paused workflow (or team) has none."""
         id_, name, limit, per_key, holders = row[:5]
-        rate_max, rate_period, rate_per_key, window = row[8:12]
-        free = _free(holders, limit)
+        rate_max, rate_period, rate_per_key, window, paused = row[8:13]
+        free = 0 if paused else _free(holders, limit)
         if rate_max and not rate_per_key:
             free = min(free, max(0, rate_max - window))
         return cls(id_, name, free, per_key, rate_max, rate_period, rate_per_key)
@@ -69,7 +70,10 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             locks.lock_named_limits(limit_ids)
             locks.lock_workflows(workflow_ids)
             cursor.execute(queries["named_limits_state"], {"limit_ids": limit_ids})
-            limits_free = {limit_id: _free(holders, max_) for limit_id, max_, holders in cursor}
+            limits_free = {
+                limit_id: 0 if paused else _free(holders, max_)
+                for limit_id, max_, holders, paused in cursor
+            }
             cursor.execute(queries["promotion_state"], {"workflow_ids": workflow_ids})
             rows = cursor.fetchall()
             team_slug, team_override, team_holders = rows[0][5:8]

@@ -42,6 +42,20 @@ SELECT t.max_concurrent_executions,
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
  WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
 
+-- name: admission_paused
+-- The pause that holds a newcomer (docs/operations.md, Pausing during an incident): '' for its
+-- team's or its workflow's own, else the name of the first (by name) paused named limit it
+-- holds (%(named_limits)s), NULL when none; with its workflow's on_pause and max_queued. Read
+-- after admission's locks, which a pause takes too: a pause committed before they were granted
+-- is seen, and none commits until this admission has.
+SELECT CASE WHEN t.paused_at IS NOT NULL OR w.paused_at IS NOT NULL THEN ''
+            ELSE (SELECT min(l.name) FROM teams_namedlimit l
+                   WHERE l.id = ANY(%(named_limits)s) AND l.paused_at IS NOT NULL) END,
+       v.on_pause, v.max_queued
+  FROM teams_team t, workflows_workflowdefinition w
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
+
 -- name: workflow_named_limits
 -- The named limits the workflow's current version lists, in lock order (by name): id, name, max.
 -- Read under the team's lock, which every change of a team's named limits and of its workflows'

@@ -55,6 +55,8 @@ DECLARE
     _named_limits bigint[] := '{}';
     _blocked_by_limit text;
     _blocked_limit_max int;
+    _paused_by text;
+    _on_pause text;
 BEGIN
     {admission_team_lock};
     -- Each named limit of the workflow, locked in name order, then counted under its lock: its
@@ -72,7 +74,27 @@ BEGIN
         END IF;
     END LOOP;
     {admission_flow_locks};
-    IF NOT _forced THEN
+    -- Paused (docs/operations.md): queued whatever the limits, forced or not, or rejected.
+    {admission_paused} INTO _paused_by, _on_pause, _max_queued;
+    IF _paused_by IS NOT NULL THEN
+        IF _on_pause = 'reject' THEN
+            RETURN QUERY SELECT 'rejected', 'paused', NULL::int, nullif(_paused_by, ''),
+                NULL::int, NULL::timestamptz, NULL::bigint, NULL::uuid;
+            RETURN;
+        END IF;
+        IF _max_queued > 0 THEN
+            {key_queue_full} INTO _queue_full;
+            IF _queue_full THEN
+                RETURN QUERY SELECT 'rejected', 'queue_full', _max_queued, NULL::text,
+                    NULL::int, NULL::timestamptz, NULL::bigint, NULL::uuid;
+                RETURN;
+            END IF;
+        END IF;
+        _status := 'queued';
+        _blocked_by := 'paused';
+        _blocked_by_limit := nullif(_paused_by, '');
+    END IF;
+    IF NOT _forced AND _paused_by IS NULL THEN
         {admission_state}
           INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _rate_max,
                _rate_period, _rate_per_key, _debounce, _team_holders,

@@ -14,18 +14,19 @@ SELECT id FROM teams_namedlimit WHERE id = ANY(%(limit_ids)s) ORDER BY name
 
 -- name: named_limits_state
 -- Each of the named limits: its max and its slot holders across every workflow (at most its
--- max of them read: only the free slots matter).
+-- max of them read: only the free slots matter), and whether it is paused (no free slot).
 SELECT l.id, l.max,
        (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}
-         LIMIT l.max) AS holders)
+         LIMIT l.max) AS holders),
+       l.paused_at IS NOT NULL
   FROM teams_namedlimit l
  WHERE l.id = ANY(%(limit_ids)s)
 
 -- name: promotion_state
 -- Per queued workflow of the team: its limit, slot holders and name; with the team's limit and
 -- slot holders repeated on each row; then its rate limit and (not per key) the executions that
--- became pending in its window.
+-- became pending in its window; then whether it or its team is paused (no free slot).
 SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
        (SELECT count(*) FROM executions_execution e
          WHERE e.team_id = w.team_id AND e.workflow_id = w.id
@@ -37,7 +38,8 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
        (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.workflow_id = w.id AND NOT v.rate_per_key
            AND e.pending_at > statement_timestamp() - v.rate_period
-         LIMIT v.rate_max) AS in_window)
+         LIMIT v.rate_max) AS in_window),
+       w.paused_at IS NOT NULL OR t.paused_at IS NOT NULL
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   JOIN teams_team t ON t.id = w.team_id
@@ -107,7 +109,8 @@ UPDATE executions_execution
 RETURNING id, workflow_id, promoted_at - queued_at
 
 -- name: relabel_queue
--- What blocks the executions still queued: its debounce while it lasts (and not_before cleared
+-- What blocks the executions still queued: its debounce while it lasts; else a pause (its team's
+-- or workflow's, or its first paused named limit by name: blocked_by_limit); (not_before cleared
 -- once it has passed: by now(), the transaction's time, as fair_queue_heads judged it, so none
 -- is cleared that was not yet due when the heads were chosen); else the team when it is full
 -- (%(team_full)s); else the
@@ -146,19 +149,31 @@ WITH full_limits AS MATERIALIZED (
        AND v.max_parallel_per_key > 0
      GROUP BY e.workflow_id, e.concurrency_key, v.max_parallel_per_key
     HAVING count(*) >= v.max_parallel_per_key
+), paused AS MATERIALIZED (
+    SELECT w.id AS workflow_id,
+           w.paused_at IS NOT NULL OR t.paused_at IS NOT NULL AS paused,
+           (SELECT coalesce(array_agg(l.id ORDER BY l.name), '{}') FROM teams_namedlimit l
+             WHERE l.team_id = t.id AND l.paused_at IS NOT NULL) AS limit_ids
+      FROM workflows_workflowdefinition w JOIN teams_team t ON t.id = w.team_id
+     WHERE t.id = %(team_id)s
 ), labels AS (
     SELECT q.id,
            CASE WHEN q.not_before > now() THEN 'debounce'
+                WHEN p.paused OR pl.name IS NOT NULL THEN 'paused'
                 WHEN %(team_full)s THEN 'team'
                 WHEN l.name IS NOT NULL THEN 'limit'
                 WHEN f.workflow_id IS NOT NULL THEN 'key'
                 WHEN r.workflow_id IS NOT NULL THEN 'rate'
                 ELSE 'workflow' END AS blocked_by,
-           CASE WHEN NOT %(team_full)s
-                     AND (q.not_before IS NULL OR q.not_before <= now())
-                THEN l.name END AS blocked_by_limit,
+           CASE WHEN q.not_before > now() OR p.paused THEN NULL
+                WHEN pl.name IS NOT NULL THEN pl.name
+                WHEN NOT %(team_full)s THEN l.name END AS blocked_by_limit,
            CASE WHEN q.not_before > now() THEN q.not_before END AS not_before
       FROM executions_execution q
+      JOIN paused p ON p.workflow_id = q.workflow_id
+      LEFT JOIN LATERAL (SELECT n.name FROM teams_namedlimit n
+                          WHERE n.id = ANY(q.named_limits) AND n.id = ANY(p.limit_ids)
+                          ORDER BY n.name LIMIT 1) pl ON true
       LEFT JOIN full_keys f
         ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
       LEFT JOIN full_rates r

@@ -23,7 +23,8 @@ SELECT q.id, ({queue_position:q}) FROM executions_execution q
 -- limit not per key, the executions that became pending in its trailing window (finished ones
 -- too), read through the rate window's index (per key, each key has a window of its own:
 -- busiest_keys counts it). Then its executions waiting out a debounce and the first one's due
--- time.
+-- time. Last, the pause that holds its newcomers: its team's, its own, or a named limit's it
+-- lists (docs/operations.md, Pausing during an incident), NULL when none.
 SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_parallel_per_key,
        count(e.id) FILTER (WHERE e.status IN {slot_holding}),
        count(e.id) FILTER (WHERE e.status = 'queued'),
@@ -34,14 +35,19 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
            WHERE r.workflow_id = w.id
              AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END,
        count(e.id) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce'),
-       min(e.not_before) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce')
+       min(e.not_before) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce'),
+       CASE WHEN t.paused_at IS NOT NULL THEN 'team'
+            WHEN w.paused_at IS NOT NULL THEN 'workflow'
+            WHEN EXISTS (SELECT 1 FROM teams_namedlimit l
+                          WHERE l.team_id = t.id AND l.name = ANY(v.limits)
+                            AND l.paused_at IS NOT NULL) THEN 'limit' END
   FROM workflows_workflowdefinition w
+  JOIN teams_team t ON t.id = w.team_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
     ON e.workflow_id = w.id AND e.status IN {live}
  WHERE w.team_id = ANY(%(team_ids)s)
- GROUP BY w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit,
-          v.max_parallel_per_key, v.rate_max, v.rate_period, v.rate_per_key
+ GROUP BY w.team_id, w.id, w.name, v.id, t.id
  ORDER BY w.name
 
 -- name: named_limit_usage
@@ -49,7 +55,7 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
 -- %(with_global)s, by team (global last) and name: their max, slot holders (executions, across
 -- every workflow that lists them), the executions queued waiting for them, their scope, the
 -- units held by running steps (docs/limits.md, Step scope), the steps waiting for them and
--- the oldest wait.
+-- the oldest wait, and whether it is paused.
 SELECT coalesce(t.slug, ''), l.name, l.max,
        (SELECT count(*) FROM executions_execution e
          WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}),
@@ -60,7 +66,8 @@ SELECT coalesce(t.slug, ''), l.name, l.max,
        (SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
           FROM executions_stepexecution s
          WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]),
-       waiting.steps, waiting.oldest
+       waiting.steps, waiting.oldest,
+       l.paused_at IS NOT NULL
   FROM teams_namedlimit l
   LEFT JOIN teams_team t ON t.id = l.team_id
  CROSS JOIN LATERAL (SELECT count(*) AS steps, min(s.created_at) AS oldest
@@ -97,16 +104,21 @@ SELECT b.workflow_id, b.key, b.queued, b.running, b.oldest_queued_at,
 
 -- name: live_counts
 -- The gauges of a scrape from one snapshot: queue depth and slot holders of every workflow
--- with a current version, 0 included.
+-- with a current version, 0 included; and whether a pause holds its newcomers (its own, its
+-- team's, or that of a named limit it lists).
 SELECT t.slug, w.name,
        count(e.id) FILTER (WHERE e.status = 'queued'),
-       count(e.id) FILTER (WHERE e.status IN {slot_holding})
+       count(e.id) FILTER (WHERE e.status IN {slot_holding}),
+       t.paused_at IS NOT NULL OR w.paused_at IS NOT NULL
+         OR EXISTS (SELECT 1 FROM teams_namedlimit l
+                     WHERE l.team_id = t.id AND l.name = ANY(v.limits)
+                       AND l.paused_at IS NOT NULL)
   FROM workflows_workflowdefinition w
   JOIN teams_team t ON t.id = w.team_id
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
     ON e.workflow_id = w.id AND e.status IN {live}
- WHERE w.current_version_id IS NOT NULL
- GROUP BY t.slug, w.name
+ GROUP BY t.id, w.id, v.id
 
 -- name: queue_sample_record
 -- Only workflows with live executions get a row: a minute without one charts as an empty queue.

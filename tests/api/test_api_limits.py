@@ -40,6 +40,7 @@ def test_put_creates_then_changes_a_limit_and_get_lists_its_use(api, team):
                 "scope": "team",
                 "units_in_use": 0,
                 "waiting_steps": 0,
+                "paused": False,
             }
         ]
     }

@@ -187,6 +187,23 @@ def test_raising_a_team_limit_in_the_admin_promotes_its_queue(
     expect(team_stat(page, team, "queued")).to_have_text("1")
 
 
+def test_an_operator_pauses_and_resumes_a_workflow_from_the_page(sign_in, make_team, make_workflow):
+    team = make_team("payments")
+    workflow = make_workflow(team, "charge")
+    page = sign_in("ann", teams=(team,))
+    page.on("dialog", lambda dialog: dialog.accept())
+    row = page.locator('tr[data-workflow="charge"]')
+    row.get_by_role("button", name="Pause workflow charge").click()
+    expect(page.get_by_role("status")).to_contain_text("Paused workflow charge")
+    expect(row.get_by_test_id("workflow-paused")).to_be_visible()
+    held = execution_admit(team=team, workflow=workflow).execution
+    expect(page.locator(f'tr[data-execution="{held.id}"]')).to_contain_text("paused")
+    row.get_by_role("button", name="Resume workflow charge").click()
+    expect(page.get_by_role("status")).to_contain_text("Resumed workflow charge")
+    expect(row.get_by_test_id("workflow-paused")).to_have_count(0)
+    assert Execution.objects.get(id=held.id).status == Status.PENDING
+
+
 def test_a_keys_rate_window_fills_live_in_its_busiest_keys_row(sign_in, make_team, make_workflow):
     team = make_team("payments")
     extra = f"{KEYED}rate_limit: {{max: 2, period: 1m, per_key: true}}\n"

@@ -3,8 +3,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from prometheus_client import REGISTRY
+
 from engine import cron
 from executions.models import Execution
+from executions.services.pauses import team_pause_set
 from tests.concurrency.harness import run_in_threads
 from workflows.models import WorkflowDefinition
 
@@ -47,3 +50,23 @@ def test_only_the_latest_tick_of_a_window_is_admitted() -> None:
     since, until = datetime(2030, 1, 1, 0, 0, tzinfo=UTC), datetime(2030, 1, 1, 1, 0, tzinfo=UTC)
     assert cron.latest_tick("*/5 * * * *", since=since, until=until) == until
     assert cron.latest_tick("*/5 * * * *", since=until, until=until) is None
+
+
+def test_a_paused_workflow_skips_its_ticks_unless_it_queues_them(
+    apply: Callable[..., WorkflowDefinition],
+) -> None:
+    skipping = apply(CRON)
+    queueing = apply(CRON.replace("name: nightly", "name: queued\non_pause: queue"))
+    team_pause_set(team=skipping.team, paused=True)
+    tick = datetime(2030, 1, 1, 0, 5, tzinfo=UTC)
+    before = REGISTRY.get_sample_value(
+        "mantle_cron_ticks_skipped_total", {"team": skipping.team.slug, "workflow": "nightly"}
+    )
+    assert cron.admit_due(since=tick.replace(minute=4), until=tick) == 1
+    assert not Execution.objects.filter(workflow=skipping).exists()
+    held = Execution.objects.get(workflow=queueing)
+    assert (held.status, held.blocked_by) == ("queued", "paused")
+    after = REGISTRY.get_sample_value(
+        "mantle_cron_ticks_skipped_total", {"team": skipping.team.slug, "workflow": "nightly"}
+    )
+    assert after == (before or 0) + 1

@@ -1,7 +1,7 @@
 """The flow-control keys of a workflow (docs/limits.md): what admission and promotion read besides
 `max_parallel_executions` — the concurrency key and its limit, the priority, `on_limit`, and
 the queue's bounds (`max_queued`, `queue_timeout`), the team's named limits it holds a slot
-of (`limits`), its rate limit (`rate_limit: {max, period, per_key}`) and `debounce`.
+of (`limits`), its rate limit (`rate_limit: {max, period, per_key}`), `debounce` and `on_pause`.
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
 priority an int 0-9 or one such expression; both are checked here when the workflow is applied
@@ -30,6 +30,7 @@ from workflows.schema.document import Document, index
 from workflows.schema.scope import UNDECLARED_INPUT, undeclared_inputs
 
 ON_LIMIT = ("queue", "reject", "cancel_running", "keep_latest")
+ON_PAUSE = ("queue", "reject")
 PRIORITIES = range(10)
 # What a concurrency key expression may read: admission knows nothing else yet.
 KEY_VARIABLES = frozenset({"inputs", "trigger"})
@@ -48,6 +49,7 @@ class FlowControl:
     limits: tuple[str, ...] = ()  # named limits of the team, by name
     rate: RateLimit | None = None
     debounce: float | None = None  # seconds
+    on_pause: str = ""  # "" (queue; cron ticks skipped), "queue" or "reject"
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ def flow_control_read(
     on_limit = root.get("on_limit") or "queue"  # upstream writes "" for the default
     if on_limit not in ON_LIMIT:
         doc.error("on_limit", "must be one of: " + ", ".join(ON_LIMIT))
+    on_pause = root.get("on_pause", "")
+    if on_pause not in ("", *ON_PAUSE):
+        doc.error("on_pause", "must be one of: " + ", ".join(ON_PAUSE))
     key = root.get("concurrency_key")
     if key is not None:
         check_template(doc, "concurrency_key", key, input_names)
@@ -93,6 +98,7 @@ def flow_control_read(
         limits=_limits(doc, root.get("limits", []), limit_names),
         rate=_rate(doc, root.get("rate_limit"), keyed=key is not None),
         debounce=_timeout(doc, "debounce", root.get("debounce")),
+        on_pause=on_pause if on_pause in ON_PAUSE else "",
     )
 
 

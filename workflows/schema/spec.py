@@ -138,6 +138,9 @@ class WorkflowSpec:
     rate_period: float = 0.0  # rate_limit.period, seconds
     rate_per_key: bool = False
     debounce: float | None = None  # seconds
+    on_pause: str = ""  # "" (queue; cron ticks skipped), "queue" or "reject"
+    retention_completed: float | None = None  # seconds; None: mantle.yaml's; 0: for ever
+    retention_failed: float | None = None
     steps: tuple[StepSpec, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -161,6 +164,9 @@ class WorkflowSpec:
             "rate_period": self.rate_period,
             "rate_per_key": self.rate_per_key,
             "debounce": self.debounce,
+            "on_pause": self.on_pause,
+            "retention_completed": self.retention_completed,
+            "retention_failed": self.retention_failed,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -186,5 +192,8 @@ class WorkflowSpec:
             rate_period=data.get("rate_period", 0.0),
             rate_per_key=data.get("rate_per_key", False),
             debounce=data.get("debounce"),
+            on_pause=data.get("on_pause", ""),
+            retention_completed=data.get("retention_completed"),
+            retention_failed=data.get("retention_failed"),
             steps=tuple(StepSpec.from_dict(item) for item in data["steps"]),
         )

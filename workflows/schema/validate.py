@@ -30,6 +30,7 @@ from workflows.schema.document import (
 from workflows.schema.flow import flow_control_read
 from workflows.schema.graph import check_cycles
 from workflows.schema.inputs import INPUT_TYPES
+from workflows.schema.retention import retention_read
 from workflows.schema.scope import Scope, scope_problems, scope_warnings
 from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
 from workflows.schema.step_limits import StepScopeNames, step_scope_read
@@ -55,6 +56,8 @@ _WORKFLOW_KEYS = frozenset(
         "limits",
         "rate_limit",
         "debounce",
+        "on_pause",
+        "retention",
         "steps",
     }
 )
@@ -160,6 +163,7 @@ class _Validator(ValueReader):
         )
         steps = self._steps(root)
         flow = flow_control_read(self.doc, root, self.input_names, self.limit_names)
+        retention = retention_read(self.doc, root.get("retention"))
         # The spec is used only when the document has no errors; its casts state what the checks
         # above then established.
         return WorkflowSpec(
@@ -181,6 +185,9 @@ class _Validator(ValueReader):
             rate_period=flow.rate.period if flow.rate else 0.0,
             rate_per_key=flow.rate.per_key if flow.rate else False,
             debounce=flow.debounce,
+            on_pause=flow.on_pause,
+            retention_completed=retention.completed,
+            retention_failed=retention.failed,
             steps=steps,
         )
 

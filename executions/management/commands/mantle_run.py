@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from core.terminal import printable
 from executions.models import TERMINAL, BlockedBy, Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions.services.scheduled import execution_schedule, run_time
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs, WorkflowSpec
@@ -39,11 +40,17 @@ class Command(BaseCommand):
         )
         parser.add_argument("--force", action="store_true", help="bypass every limit (operator)")
         parser.add_argument("--wait", action="store_true", help="wait until it finishes")
+        later = parser.add_mutually_exclusive_group()
+        later.add_argument("--at", metavar="TIME", help="a delayed run: at this RFC 3339 time")
+        later.add_argument("--in", dest="delay", metavar="DURATION", help="a delayed run: 10m")
 
     def handle(self, *args: Any, **options: Any) -> None:
         workflow = self.find_workflow(options["workflow"], options["team"])
         spec = WorkflowSpec.from_dict(workflow.applied_version.spec)
         inputs = parse_inputs(spec, options["input"])
+        if options["at"] is not None or options["delay"] is not None:
+            self.schedule(workflow, inputs, run_at=options["at"], delay=options["delay"])
+            return
         try:
             admission = execution_admit(
                 team=workflow.team,
@@ -68,6 +75,30 @@ class Command(BaseCommand):
             self.stdout.write(f"queue position {admission.queue_position}, blocked by {blocked_by}")
         if options["wait"]:
             self.wait(admission.execution)
+
+    def schedule(
+        self,
+        workflow: WorkflowDefinition,
+        inputs: dict[str, object],
+        *,
+        run_at: str | None,
+        delay: str | None,
+    ) -> None:
+        """A delayed run: prints its id, `scheduled` and its time."""
+        try:
+            scheduled = execution_schedule(
+                team=workflow.team,
+                workflow=workflow,
+                run_at=run_time(run_at=run_at, delay=delay),
+                inputs=inputs,
+                trigger={"type": "cli"},
+            )
+        except InvalidInputs as exc:
+            raise CommandError("; ".join(exc.errors), returncode=EXIT_USAGE) from exc
+        except ValueError as exc:
+            raise CommandError(f"--at/--in: {exc}", returncode=EXIT_USAGE) from exc
+        assert scheduled.run_at is not None
+        self.stdout.write(f"{scheduled.id} scheduled for {scheduled.run_at.isoformat()}")
 
     def find_workflow(self, name: str, team_slug: str) -> WorkflowDefinition:
         try:
