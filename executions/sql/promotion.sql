@@ -49,8 +49,8 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
 -- round-robin (unkeyed executions share the key ''), each round taking the higher-priority
 -- heads first, then the key promoted least recently first (never: before all others; ties: the
 -- oldest head first), within a key higher priority first and oldest first among equals, a key at
--- most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per
--- key, what its window has room for. The
+-- most its free slots (each queued execution's stored key_limit, else %(per_key)s =
+-- max_parallel_per_key, 0 = unlimited) and, with a rate per key, what its window has room for. The
 -- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
 -- are found by a loose index scan (one probe of execution_key_queue per key).
 WITH RECURSIVE keys(key) AS (
@@ -65,11 +65,15 @@ WITH RECURSIVE keys(key) AS (
       FROM keys WHERE keys.key IS NOT NULL
 ), state AS (
     SELECT k.key,
-           least(CASE WHEN %(per_key)s = 0 THEN %(limit)s
-                      ELSE least(%(limit)s, %(per_key)s - (
-                          SELECT count(*) FROM executions_execution e
-                           WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
-                             AND e.status IN {slot_holding})) END,
+           -- Its slot holders, counted only when a limit applies to the key: the workflow's
+           -- count, or one a queued execution of the key evaluated.
+           CASE WHEN %(per_key)s = 0 AND NOT EXISTS (SELECT 1 FROM executions_execution e
+                      WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+                        AND e.status = 'queued' AND e.key_limit IS NOT NULL) THEN 0
+                ELSE (SELECT count(*) FROM executions_execution e
+                       WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+                         AND e.status IN {slot_holding}) END AS holders,
+           least(%(limit)s,
                  -- A rate per key: what its window has room for (NULL, ignored, otherwise).
                  CASE WHEN %(rate_per_key)s THEN %(rate_max)s - (
                      SELECT count(*) FROM executions_execution e
@@ -88,14 +92,23 @@ SELECT q.id, q.priority, q.created_at, q.named_limits,
                                    q.created_at, q.id) AS rank
   FROM state s
  CROSS JOIN LATERAL (
-        SELECT e.id, e.priority, e.created_at, e.named_limits,
-               row_number() OVER (ORDER BY e.priority DESC, e.created_at, e.id) AS round
-          FROM executions_execution e
-         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
-           AND e.status = 'queued'
-           AND (e.not_before IS NULL OR e.not_before <= now())
-         ORDER BY e.priority DESC, e.created_at, e.id
-         LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) q
+        -- The key's heads in order while each fits under its own key limit (its stored value,
+        -- else the workflow's count; 0 = unlimited): the holders plus those promoted before it.
+        SELECT h.id, h.priority, h.created_at, h.named_limits, h.round
+          FROM (SELECT f.*, bool_and(f.fits) OVER (ORDER BY f.round) AS all_fit
+                  FROM (SELECT e.id, e.priority, e.created_at, e.named_limits,
+                               row_number() OVER w AS round,
+                               coalesce(e.key_limit, %(per_key)s) = 0
+                               OR s.holders + row_number() OVER w
+                                  <= coalesce(e.key_limit, %(per_key)s) AS fits
+                          FROM executions_execution e
+                         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
+                           AND e.status = 'queued'
+                           AND (e.not_before IS NULL OR e.not_before <= now())
+                        WINDOW w AS (ORDER BY e.priority DESC, e.created_at, e.id)
+                         ORDER BY e.priority DESC, e.created_at, e.id
+                         LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) f) h
+         WHERE h.all_fit) q
  ORDER BY rank
  LIMIT %(limit)s
 
@@ -112,7 +125,8 @@ RETURNING id, workflow_id, promoted_at - queued_at
 -- is cleared that was not yet due when the heads were chosen); else the team when it is full
 -- (%(team_full)s); else the
 -- first (by name) of their named limits that is full; else their key when it holds all its
--- slots (max_parallel_per_key of its workflow's current version); else their rate window when
+-- slots (the queued one's stored key_limit, else max_parallel_per_key of its workflow's current
+-- version); else their rate window when
 -- it is full; else their workflow.
 -- The three sets are MATERIALIZED: inlined, the planner (which guesses one queued row for a
 -- team) re-ran them for every queued row, O(queue²): 420 ms with 1,000 queued, 17 ms once each.
@@ -137,21 +151,22 @@ WITH full_limits AS MATERIALIZED (
                AND (NOT v.rate_per_key OR e.concurrency_key = k.concurrency_key)
                AND e.pending_at > statement_timestamp() - v.rate_period
              LIMIT v.rate_max) AS in_window) >= v.rate_max
-), full_keys AS MATERIALIZED (
-    SELECT e.workflow_id, e.concurrency_key
+), key_holders AS MATERIALIZED (
+    -- The slot holders of each key of the team, with its workflow's count.
+    SELECT e.workflow_id, e.concurrency_key, v.max_parallel_per_key AS per_key,
+           count(*) AS holders
       FROM executions_execution e
       JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
       JOIN workflows_workflowversion v ON v.id = w.current_version_id
      WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
-       AND v.max_parallel_per_key > 0
      GROUP BY e.workflow_id, e.concurrency_key, v.max_parallel_per_key
-    HAVING count(*) >= v.max_parallel_per_key
 ), labels AS (
     SELECT q.id,
            CASE WHEN q.not_before > now() THEN 'debounce'
                 WHEN %(team_full)s THEN 'team'
                 WHEN l.name IS NOT NULL THEN 'limit'
-                WHEN f.workflow_id IS NOT NULL THEN 'key'
+                WHEN coalesce(q.key_limit, f.per_key) > 0
+                     AND f.holders >= coalesce(q.key_limit, f.per_key) THEN 'key'
                 WHEN r.workflow_id IS NOT NULL THEN 'rate'
                 ELSE 'workflow' END AS blocked_by,
            CASE WHEN NOT %(team_full)s
@@ -159,7 +174,7 @@ WITH full_limits AS MATERIALIZED (
                 THEN l.name END AS blocked_by_limit,
            CASE WHEN q.not_before > now() THEN q.not_before END AS not_before
       FROM executions_execution q
-      LEFT JOIN full_keys f
+      LEFT JOIN key_holders f
         ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
       LEFT JOIN full_rates r
         ON r.workflow_id = q.workflow_id AND r.concurrency_key = q.concurrency_key
