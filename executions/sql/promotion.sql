@@ -49,8 +49,8 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
 -- round-robin (unkeyed executions share the key ''), each round taking the higher-priority
 -- heads first, then the key promoted least recently first (never: before all others; ties: the
 -- oldest head first), within a key higher priority first and oldest first among equals, a key at
--- most its free slots (each queued execution's stored key_limit, else %(per_key)s =
--- max_parallel_per_key, 0 = unlimited) and, with a rate per key, what its window has room for. The
+-- most its free slots (each queued execution's stored key_limit when %(stored_key_limits)s, else
+-- %(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per key, what its window has room for. The
 -- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
 -- are found by a loose index scan (one probe of execution_key_queue per key).
 WITH RECURSIVE keys(key) AS (
@@ -67,9 +67,11 @@ WITH RECURSIVE keys(key) AS (
     SELECT k.key,
            -- Its slot holders, counted only when a limit applies to the key: the workflow's
            -- count, or one a queued execution of the key evaluated.
-           CASE WHEN %(per_key)s = 0 AND NOT EXISTS (SELECT 1 FROM executions_execution e
+           CASE WHEN %(per_key)s = 0
+                     AND NOT (%(stored_key_limits)s AND EXISTS (SELECT 1
+                      FROM executions_execution e
                       WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
-                        AND e.status = 'queued' AND e.key_limit IS NOT NULL) THEN 0
+                        AND e.status = 'queued' AND e.key_limit IS NOT NULL)) THEN 0
                 ELSE (SELECT count(*) FROM executions_execution e
                        WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
                          AND e.status IN {slot_holding}) END AS holders,
@@ -98,10 +100,12 @@ SELECT q.id, q.priority, q.created_at, q.named_limits,
           FROM (SELECT f.*, bool_and(f.fits) OVER (ORDER BY f.round) AS all_fit
                   FROM (SELECT e.id, e.priority, e.created_at, e.named_limits,
                                row_number() OVER w AS round,
-                               coalesce(e.key_limit, %(per_key)s) = 0
-                               OR s.holders + row_number() OVER w
-                                  <= coalesce(e.key_limit, %(per_key)s) AS fits
-                          FROM executions_execution e
+                               e.limit_of_key = 0
+                               OR s.holders + row_number() OVER w <= e.limit_of_key AS fits
+                          FROM (SELECT q.*, coalesce(CASE WHEN %(stored_key_limits)s
+                                                          THEN q.key_limit END,
+                                                     %(per_key)s) AS limit_of_key
+                                  FROM executions_execution q) e
                          WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
                            AND e.status = 'queued'
                            AND (e.not_before IS NULL OR e.not_before <= now())
