@@ -50,8 +50,8 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
 -- heads first, then the key promoted least recently first (never: before all others; ties: the
 -- oldest head first), within a key higher priority first and oldest first among equals, a key at
 -- most its free slots (each queued execution's stored key_limit when %(stored_key_limits)s, else
--- %(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per key, what its window has room for. The
--- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
+-- %(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per key, what its window
+-- has room for. The order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
 -- are found by a loose index scan (one probe of execution_key_queue per key).
 WITH RECURSIVE keys(key) AS (
     (SELECT concurrency_key FROM executions_execution
@@ -65,13 +65,10 @@ WITH RECURSIVE keys(key) AS (
       FROM keys WHERE keys.key IS NOT NULL
 ), state AS (
     SELECT k.key,
+           k.stored,
            -- Its slot holders, counted only when a limit applies to the key: the workflow's
            -- count, or one a queued execution of the key evaluated.
-           CASE WHEN %(per_key)s = 0
-                     AND NOT (%(stored_key_limits)s AND EXISTS (SELECT 1
-                      FROM executions_execution e
-                      WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
-                        AND e.status = 'queued' AND e.key_limit IS NOT NULL)) THEN 0
+           CASE WHEN %(per_key)s = 0 AND NOT k.stored THEN 0
                 ELSE (SELECT count(*) FROM executions_execution e
                        WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
                          AND e.status IN {slot_holding}) END AS holders,
@@ -86,13 +83,21 @@ WITH RECURSIVE keys(key) AS (
            (SELECT max(e.promoted_at) FROM executions_execution e
              WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
                AND e.promoted_at IS NOT NULL) AS last_promoted
-      FROM keys k
-     WHERE k.key IS NOT NULL
+      FROM (SELECT keys.key,
+                   -- Whether a queued execution of the key stored its own limit.
+                   %(stored_key_limits)s AND EXISTS (SELECT 1 FROM executions_execution e
+                    WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = keys.key
+                      AND e.status = 'queued' AND e.key_limit IS NOT NULL) AS stored
+              FROM keys
+             WHERE keys.key IS NOT NULL) k
 )
 SELECT q.id, q.priority, q.created_at, q.named_limits,
        row_number() OVER (ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST,
                                    q.created_at, q.id) AS rank
-  FROM state s
+  FROM (SELECT state.*,
+               least(state.free, CASE WHEN %(per_key)s > 0 AND NOT state.stored
+                                      THEN %(per_key)s - state.holders END) AS bound
+          FROM state) s
  CROSS JOIN LATERAL (
         -- The key's heads in order while each fits under its own key limit (its stored value,
         -- else the workflow's count; 0 = unlimited): the holders plus those promoted before it.
@@ -111,7 +116,9 @@ SELECT q.id, q.priority, q.created_at, q.named_limits,
                            AND (e.not_before IS NULL OR e.not_before <= now())
                         WINDOW w AS (ORDER BY e.priority DESC, e.created_at, e.id)
                          ORDER BY e.priority DESC, e.created_at, e.id
-                         LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) f) h
+                         -- Read no further than its free slots (the workflow's count's,
+                         -- when no queued execution of the key stored its own limit).
+                         LIMIT CASE WHEN s.bound < 0 THEN 0 ELSE s.bound END) f) h
          WHERE h.all_fit) q
  ORDER BY rank
  LIMIT %(limit)s
