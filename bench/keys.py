@@ -181,6 +181,7 @@ def _plans(report: Report, *, fair: fixtures.Target, finished: int) -> None:
                 {
                     "workflow_id": fair.workflow.id,
                     "per_key": 1,
+                    "stored_key_limits": True,
                     "limit": 1,
                     "rate_per_key": False,
                     "rate_max": 0,

@@ -63,6 +63,9 @@ class Execution(models.Model):
     concurrency_key = models.CharField(max_length=200, blank=True, default="")
     # 0-9, evaluated once at admission: a queue is promoted highest first, FIFO among equals.
     priority = models.PositiveSmallIntegerField(default=0)
+    # The workflow's max_parallel_per_key when an expression gives it, evaluated once at
+    # admission (workflows.flow); null: the current version's count applies.
+    key_limit = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     # Workers that died holding steps of this execution (one count per worker, the last one's
     # name beside it): at reaper.QUARANTINE_LOST_LEASES the execution fails instead of going to

@@ -1,11 +1,13 @@
 """The flow-control values of one admission, evaluated once from its inputs and trigger
-(docs/limits.md, Per-key limits and fairness): the concurrency key and the priority. Failures
+(docs/limits.md, Per-key limits and fairness): the concurrency key, the priority and a per-key
+limit given by an expression. Failures
 are the caller's input errors (400 `invalid_inputs`), raised before anything is written."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from core.bounds import count_problem
 from workflows.expression_limits import admission_budget
 from workflows.expressions import ExpressionError, render
 from workflows.schema import InvalidInputs, WorkflowSpec
@@ -53,3 +55,21 @@ def priority_value(
     if not isinstance(value, int) or isinstance(value, bool) or value not in PRIORITIES:
         raise InvalidInputs([f"priority: must be an integer from 0 to 9, got {value!r}"])
     return value
+
+
+def key_limit_value(
+    spec: WorkflowSpec, *, inputs: dict[str, Any], trigger: dict[str, Any]
+) -> int | None:
+    """The execution's own `max_parallel_per_key` when the workflow gives it by an expression
+    (docs/limits.md, Per-key limits from an expression); None when it is a plain count, which
+    admission and promotion read from the workflow's current version."""
+    if isinstance(spec.max_parallel_per_key, int):
+        return None
+    try:
+        with admission_budget():
+            value = render(spec.max_parallel_per_key, {"inputs": inputs, "trigger": trigger})
+    except ExpressionError as exc:
+        raise InvalidInputs([f"max_parallel_per_key: {exc}"]) from None
+    if problem := count_problem(value, minimum=1):
+        raise InvalidInputs([f"max_parallel_per_key: {problem}, got {value!r}"])
+    return value  # type: ignore[return-value]

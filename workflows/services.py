@@ -66,7 +66,10 @@ def workflow_apply(*, team: Team, content: str, name: str | None = None) -> Appl
             spec=spec.to_dict(),
             max_parallel_executions=spec.max_parallel_executions,
             on_limit=spec.on_limit,
-            max_parallel_per_key=spec.max_parallel_per_key,
+            # An expression is evaluated per execution, stored on its row (0 here).
+            max_parallel_per_key=spec.max_parallel_per_key
+            if isinstance(spec.max_parallel_per_key, int)
+            else 0,
             max_queued=spec.max_queued,
             limits=list(spec.limits),
             rate_max=spec.rate_max,

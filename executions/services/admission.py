@@ -25,7 +25,7 @@ from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, prepared_cursor, queries
 from teams.models import Team, effective_team_limit
-from workflows.flow import concurrency_key_value, priority_value
+from workflows.flow import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, undeclared_given, validate_inputs
 
@@ -171,6 +171,7 @@ def execution_admit(
     trigger = trigger or {}
     key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
     priority = priority_value(spec, inputs=inputs, trigger=trigger, given=priority)
+    key_limit = key_limit_value(spec, inputs=inputs, trigger=trigger)
     try:
         admission = _admit_locked(
             team=team,
@@ -180,6 +181,7 @@ def execution_admit(
             trigger=trigger,
             key=key,
             priority=priority,
+            key_limit=key_limit,
             force=force,
             idempotency_key=idempotency_key,
             resolved=resolved,
@@ -216,6 +218,7 @@ def _admit_locked(
     trigger: dict[str, Any],
     key: str,
     priority: int,
+    key_limit: int | None,
     force: bool,
     idempotency_key: str | None,
     resolved: Resolved | None,
@@ -228,6 +231,7 @@ def _admit_locked(
         "idempotency_key": idempotency_key,
         "concurrency_key": key,
         "priority": priority,
+        "key_limit": key_limit,
     }
     # Inside a caller's transaction, in a savepoint: a duplicate idempotency key (IntegrityError)
     # fails this admission only, and the caller's transaction stays usable. A strategy that
@@ -246,6 +250,7 @@ def _admit_locked(
                 "version_id": version.id,
                 "inputs": json.dumps(inputs),
                 "trigger": json.dumps(fields["trigger"]),
+                "evaluated_key_limit": key_limit,
                 "default_team_limit": effective_team_limit(None),
                 "team_namespace": locks.Namespace.TEAM,
                 "limit_namespace": locks.Namespace.NAMED_LIMIT,

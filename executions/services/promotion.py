@@ -195,6 +195,7 @@ def _fair_heads(
             {
                 "workflow_id": workflow.id,
                 "per_key": workflow.per_key,
+                "stored_key_limits": True,
                 "limit": None if math.isinf(take) else int(take),
                 "rate_per_key": workflow.rate_per_key and workflow.rate_max > 0,
                 "rate_max": workflow.rate_max,

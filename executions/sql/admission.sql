@@ -10,10 +10,12 @@
 -- A count of slot holders is only compared with its limit, so it reads at most that many rows,
 -- and none without a limit (LIMIT 0): unbounded, every admission read every live execution
 -- of its team twice, and the dead index entries that finished ones leave until vacuum.
+-- The newcomer's key limit is the one it evaluated when the workflow gives it by an expression
+-- (%(evaluated_key_limit)s, else NULL: its version's count).
 SELECT t.max_concurrent_executions,
        v.max_parallel_executions,
        v.on_limit,
-       v.max_parallel_per_key,
+       coalesce(%(evaluated_key_limit)s, v.max_parallel_per_key),
        v.max_queued,
        v.rate_max,
        extract(epoch FROM v.rate_period)::float8,
@@ -29,7 +31,7 @@ SELECT t.max_concurrent_executions,
        (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
          WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
            AND e.status IN {slot_holding}
-         LIMIT v.max_parallel_per_key) AS holders),
+         LIMIT coalesce(%(evaluated_key_limit)s, v.max_parallel_per_key)) AS holders),
        EXISTS (SELECT 1 FROM executions_execution e
          WHERE e.workflow_id = %(workflow_id)s AND e.status = 'queued'
            AND e.blocked_by = 'workflow'),
@@ -147,11 +149,12 @@ SELECT set_config('synchronous_commit', 'off', true), pg_notify('mantle_work', '
 -- after the locks were granted: the FIFO order of the queue is the order of the inserts.
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
-        blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority, error,
-        created_at, queued_at, pending_at, not_before)
+        blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority, key_limit,
+        error, created_at, queued_at, pending_at, not_before)
 VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
         %(inputs)s, %(trigger)s, %(forced)s, %(blocked_by)s, %(blocked_by_limit)s,
-        %(named_limits)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, '',
+        %(named_limits)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s,
+        %(evaluated_key_limit)s, '',
         %(created_at)s,
         CASE WHEN %(status)s = 'queued' THEN %(created_at)s END,
         CASE WHEN %(status)s = 'pending' THEN %(created_at)s END, %(not_before)s)
@@ -160,8 +163,8 @@ VALUES (%(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s,
 -- One admission: the whole locked part in one round trip (mantle_admit.sql).
 SELECT * FROM mantle_admit(
     %(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb, %(trigger)s::jsonb,
-    %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, %(default_team_limit)s,
-    %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s, %(key_namespace)s,
+    %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, %(evaluated_key_limit)s,
+    %(default_team_limit)s, %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s, %(key_namespace)s,
     %(key_lock)s, %(lock_timeout)s)
 
 -- name: admit_resolved
@@ -188,5 +191,5 @@ SELECT admitted.*
  CROSS JOIN LATERAL mantle_admit(
     %(id)s, resolved.team_id, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb,
     %(trigger)s::jsonb, %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s,
-    %(default_team_limit)s, %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s,
+    %(evaluated_key_limit)s, %(default_team_limit)s, %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s,
     %(key_namespace)s, %(key_lock)s, %(lock_timeout)s) AS admitted

@@ -26,7 +26,8 @@ SELECT e.id, e.team_id, w.name, h.rank, e.blocked_by,
        extract(epoch FROM statement_timestamp() - e.created_at),
        e.blocked_by_limit, e.concurrency_key, e.not_before, e.priority, e.created_at
   FROM (SELECT DISTINCT workflow_id, 0 AS per_key, %(limit)s::int AS "limit",
-               false AS rate_per_key, 0 AS rate_max, NULL::float8 AS rate_period
+               false AS rate_per_key, 0 AS rate_max, NULL::float8 AS rate_period,
+               false AS stored_key_limits
           FROM executions_execution
          WHERE team_id = ANY(%(team_ids)s) AND status = 'queued') wq
  CROSS JOIN LATERAL ({fair_queue_heads:wq}) h

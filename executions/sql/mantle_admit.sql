@@ -15,7 +15,7 @@
 CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
     _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
-    _priority int, _default_team_limit int, _team_namespace int, _limit_namespace int,
+    _priority int, _evaluated_key_limit int, _default_team_limit int, _team_namespace int, _limit_namespace int,
     _workflow_namespace int, _key_namespace int, _key_lock int, _lock_timeout text)
 RETURNS TABLE(outcome text, scope text, scope_limit int, scope_name text, retry_after int,
               admitted_at timestamptz, queue_position bigint, superseded uuid)

@@ -51,9 +51,9 @@ SELECT w.id, w.name, v.max_parallel_executions, v.max_parallel_per_key,
 -- round-robin (unkeyed executions share the key ''), each round taking the higher-priority
 -- heads first, then the key promoted least recently first (never: before all others; ties: the
 -- oldest head first), within a key higher priority first and oldest first among equals, a key at
--- most its free slots (%(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per
--- key, what its window has room for. The
--- order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
+-- most its free slots (each queued execution's stored key_limit when %(stored_key_limits)s, else
+-- %(per_key)s = max_parallel_per_key, 0 = unlimited) and, with a rate per key, what its window
+-- has room for. The order is derived from rows, each key's latest promoted_at: no counter. The keys with a queue
 -- are found by a loose index scan (one probe of execution_key_queue per key).
 WITH RECURSIVE keys(key) AS (
     (SELECT concurrency_key FROM executions_execution
@@ -67,11 +67,14 @@ WITH RECURSIVE keys(key) AS (
       FROM keys WHERE keys.key IS NOT NULL
 ), state AS (
     SELECT k.key,
-           least(CASE WHEN %(per_key)s = 0 THEN %(limit)s
-                      ELSE least(%(limit)s, %(per_key)s - (
-                          SELECT count(*) FROM executions_execution e
-                           WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
-                             AND e.status IN {slot_holding})) END,
+           k.stored,
+           -- Its slot holders, counted only when a limit applies to the key: the workflow's
+           -- count, or one a queued execution of the key evaluated.
+           CASE WHEN %(per_key)s = 0 AND NOT k.stored THEN 0
+                ELSE (SELECT count(*) FROM executions_execution e
+                       WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
+                         AND e.status IN {slot_holding}) END AS holders,
+           least(%(limit)s,
                  -- A rate per key: what its window has room for (NULL, ignored, otherwise).
                  CASE WHEN %(rate_per_key)s THEN %(rate_max)s - (
                      SELECT count(*) FROM executions_execution e
@@ -82,22 +85,43 @@ WITH RECURSIVE keys(key) AS (
            (SELECT max(e.promoted_at) FROM executions_execution e
              WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
                AND e.promoted_at IS NOT NULL) AS last_promoted
-      FROM keys k
-     WHERE k.key IS NOT NULL
+      FROM (SELECT keys.key,
+                   -- Whether a queued execution of the key stored its own limit.
+                   %(stored_key_limits)s AND EXISTS (SELECT 1 FROM executions_execution e
+                    WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = keys.key
+                      AND e.status = 'queued' AND e.key_limit IS NOT NULL) AS stored
+              FROM keys
+             WHERE keys.key IS NOT NULL) k
 )
 SELECT q.id, q.priority, q.created_at, q.named_limits,
        row_number() OVER (ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST,
                                    q.created_at, q.id) AS rank
-  FROM state s
+  FROM (SELECT state.*,
+               least(state.free, CASE WHEN %(per_key)s > 0 AND NOT state.stored
+                                      THEN %(per_key)s - state.holders END) AS bound
+          FROM state) s
  CROSS JOIN LATERAL (
-        SELECT e.id, e.priority, e.created_at, e.named_limits,
-               row_number() OVER (ORDER BY e.priority DESC, e.created_at, e.id) AS round
-          FROM executions_execution e
-         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
-           AND e.status = 'queued'
-           AND (e.not_before IS NULL OR e.not_before <= now())
-         ORDER BY e.priority DESC, e.created_at, e.id
-         LIMIT CASE WHEN s.free < 0 THEN 0 ELSE s.free END) q
+        -- The key's heads in order while each fits under its own key limit (its stored value,
+        -- else the workflow's count; 0 = unlimited): the holders plus those promoted before it.
+        SELECT h.id, h.priority, h.created_at, h.named_limits, h.round
+          FROM (SELECT f.*, bool_and(f.fits) OVER (ORDER BY f.round) AS all_fit
+                  FROM (SELECT e.id, e.priority, e.created_at, e.named_limits,
+                               row_number() OVER w AS round,
+                               e.limit_of_key = 0
+                               OR s.holders + row_number() OVER w <= e.limit_of_key AS fits
+                          FROM (SELECT q.*, coalesce(CASE WHEN %(stored_key_limits)s
+                                                          THEN q.key_limit END,
+                                                     %(per_key)s) AS limit_of_key
+                                  FROM executions_execution q) e
+                         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = s.key
+                           AND e.status = 'queued'
+                           AND (e.not_before IS NULL OR e.not_before <= now())
+                        WINDOW w AS (ORDER BY e.priority DESC, e.created_at, e.id)
+                         ORDER BY e.priority DESC, e.created_at, e.id
+                         -- Read no further than its free slots (the workflow's count's,
+                         -- when no queued execution of the key stored its own limit).
+                         LIMIT CASE WHEN s.bound < 0 THEN 0 ELSE s.bound END) f) h
+         WHERE h.all_fit) q
  ORDER BY rank
  LIMIT %(limit)s
 
@@ -115,7 +139,8 @@ RETURNING id, workflow_id, promoted_at - queued_at
 -- is cleared that was not yet due when the heads were chosen); else the team when it is full
 -- (%(team_full)s); else the
 -- first (by name) of their named limits that is full; else their key when it holds all its
--- slots (max_parallel_per_key of its workflow's current version); else their rate window when
+-- slots (the queued one's stored key_limit, else max_parallel_per_key of its workflow's current
+-- version); else their rate window when
 -- it is full; else their workflow.
 -- The three sets are MATERIALIZED: inlined, the planner (which guesses one queued row for a
 -- team) re-ran them for every queued row, O(queue²): 420 ms with 1,000 queued, 17 ms once each.
@@ -140,15 +165,15 @@ WITH full_limits AS MATERIALIZED (
                AND (NOT v.rate_per_key OR e.concurrency_key = k.concurrency_key)
                AND e.pending_at > statement_timestamp() - v.rate_period
              LIMIT v.rate_max) AS in_window) >= v.rate_max
-), full_keys AS MATERIALIZED (
-    SELECT e.workflow_id, e.concurrency_key
+), key_holders AS MATERIALIZED (
+    -- The slot holders of each key of the team, with its workflow's count.
+    SELECT e.workflow_id, e.concurrency_key, v.max_parallel_per_key AS per_key,
+           count(*) AS holders
       FROM executions_execution e
       JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
       JOIN workflows_workflowversion v ON v.id = w.current_version_id
      WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
-       AND v.max_parallel_per_key > 0
      GROUP BY e.workflow_id, e.concurrency_key, v.max_parallel_per_key
-    HAVING count(*) >= v.max_parallel_per_key
 ), paused AS MATERIALIZED (
     SELECT w.id AS workflow_id,
            w.paused_at IS NOT NULL OR t.paused_at IS NOT NULL AS paused,
@@ -162,7 +187,8 @@ WITH full_limits AS MATERIALIZED (
                 WHEN p.paused OR pl.name IS NOT NULL THEN 'paused'
                 WHEN %(team_full)s THEN 'team'
                 WHEN l.name IS NOT NULL THEN 'limit'
-                WHEN f.workflow_id IS NOT NULL THEN 'key'
+                WHEN coalesce(q.key_limit, f.per_key) > 0
+                     AND f.holders >= coalesce(q.key_limit, f.per_key) THEN 'key'
                 WHEN r.workflow_id IS NOT NULL THEN 'rate'
                 ELSE 'workflow' END AS blocked_by,
            CASE WHEN q.not_before > now() OR p.paused THEN NULL
@@ -174,7 +200,7 @@ WITH full_limits AS MATERIALIZED (
       LEFT JOIN LATERAL (SELECT n.name FROM teams_namedlimit n
                           WHERE n.id = ANY(q.named_limits) AND n.id = ANY(p.limit_ids)
                           ORDER BY n.name LIMIT 1) pl ON true
-      LEFT JOIN full_keys f
+      LEFT JOIN key_holders f
         ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
       LEFT JOIN full_rates r
         ON r.workflow_id = q.workflow_id AND r.concurrency_key = q.concurrency_key

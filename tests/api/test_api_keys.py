@@ -53,6 +53,25 @@ def test_a_key_that_fails_at_admission_is_400_and_writes_nothing(api, team, make
     assert not Execution.objects.exists()
 
 
+GIVEN = 'inputs:\n  plan:\n  n:\nconcurrency_key: "{{ inputs.plan }}"\n' + (
+    'max_parallel_per_key: "{{ inputs.n }}"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("n", "shown"), [(0, "got 0"), (-2, "got -2"), ("3", "got '3'"), (1.5, "got 1.5")]
+)
+def test_a_bad_value_at_admission_is_400_and_writes_nothing(api, team, make_workflow, n, shown):
+    make_workflow(team, extra=GIVEN)
+    body = {"inputs": {"plan": "pro", "n": n}}
+    response = api.post("/api/v1/run/deploy", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_inputs"
+    detail = response.json()["detail"]
+    assert detail.startswith("max_parallel_per_key: must be an integer from 1") and shown in detail
+    assert not Execution.objects.exists()
+
+
 def test_a_bad_key_expression_is_refused_at_apply_with_its_line(api):
     text = workflow_yaml(extra='concurrency_key: "{{ steps.a.output }}"\n')
     response = api.put("/api/v1/workflows/deploy", text, content_type="application/yaml")

@@ -4,8 +4,8 @@ the queue's bounds (`max_queued`, `queue_timeout`), the team's named limits it h
 of (`limits`), its rate limit (`rate_limit: {max, period, per_key}`), `debounce` and `on_pause`.
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
-priority an int 0-9 or one such expression; both are checked here when the workflow is applied
-and evaluated once per admission (workflows.flow).
+priority an int 0-9 and `max_parallel_per_key` a count, each or one such expression; all are
+checked here when the workflow is applied and evaluated once per admission (workflows.flow).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from workflows.expressions import (
     ExpressionError,
     compile_expression,
     find_expressions,
+    render,
     sole_expression,
 )
 from workflows.schema.document import Document, index
@@ -41,7 +42,7 @@ _LIMIT_NAME = re.compile(NAMED_LIMIT_NAME)
 class FlowControl:
     on_limit: str = "queue"
     concurrency_key: str | None = None
-    max_parallel_per_key: int = 0
+    max_parallel_per_key: int | str = 0  # or the "{{ … }}" expression as written
     priority: int | str = 0  # or the "{{ … }}" expression as written
     max_queued: int = 0  # 0 = unbounded
     queue_timeout: float | None = None  # seconds
@@ -79,11 +80,8 @@ def flow_control_read(
     key = root.get("concurrency_key")
     if key is not None:
         check_template(doc, "concurrency_key", key, input_names)
-    per_key = root.get("max_parallel_per_key", 0)
-    if problem := count_problem(per_key):
-        doc.error("max_parallel_per_key", problem)
-        per_key = 0
-    elif "max_parallel_per_key" in root and key is None:
+    per_key = _per_key(doc, root.get("max_parallel_per_key", 0), input_names)
+    if "max_parallel_per_key" in root and key is None:
         doc.error(
             "max_parallel_per_key", "is only valid together with concurrency_key", at_key=True
         )
@@ -186,6 +184,29 @@ def _timeout(doc: Document, path: str, value: object) -> float | None:
         doc.error(path, problem)
         return None
     return seconds
+
+
+def _per_key(doc: Document, value: object, input_names: frozenset[str]) -> int | str:
+    """A count, or one expression giving an int >= 1 (docs/limits.md, Per-key limits from an
+    expression)."""
+    if isinstance(value, str) and (source := sole_expression(value)) is not None:
+        errors = len(doc.errors)
+        _check_expression(doc, "max_parallel_per_key", source, input_names)
+        if len(doc.errors) == errors and not expression_usage(source).variables:
+            # Reads neither inputs nor trigger: its one value is known now.
+            try:
+                with admission_budget():
+                    constant = render(value, {})
+            except ExpressionError as exc:
+                doc.error("max_parallel_per_key", str(exc))
+                return value
+            if problem := count_problem(constant, minimum=1):
+                doc.error("max_parallel_per_key", f"{problem}, got {constant!r}")
+        return value
+    if problem := count_problem(value):
+        doc.error("max_parallel_per_key", problem)
+        return 0
+    return cast(int, value)
 
 
 def _priority(doc: Document, value: object, input_names: frozenset[str]) -> int | str:

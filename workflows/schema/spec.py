@@ -128,7 +128,7 @@ class WorkflowSpec:
     max_parallel_executions: int = 0  # 0 = unlimited
     on_limit: str = "queue"  # or "reject"
     concurrency_key: str | None = None  # the bare CEL expression, braces removed
-    max_parallel_per_key: int = 0  # 0 = unlimited
+    max_parallel_per_key: int | str = 0  # 0 = unlimited, or the "{{ … }}" expression as written
     priority: int | str = 0  # 0-9, or the "{{ … }}" expression as written
     max_queued: int = 0  # 0 = unbounded
     queue_timeout: float | None = None  # seconds
