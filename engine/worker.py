@@ -7,14 +7,16 @@ while the process holds its serve's claimer role (engine/claimer.py), a notifica
 claim loop. (The engine clock runs in a process of its own, so a worker that hangs never stops
 the reaper that recovers its steps.)
 
-The claim loop starts pending executions (claimed and advanced in one transaction, one batch
-at a time on a connection of its own, whether slots are free or not; that transaction claims
-the first steps it creates, as many as there are free slots) and then claims due steps, as many
-as it has free slots. The claimer then sleeps until a notification, a freed slot, the earliest
-retry's `not_before`, or the safety poll; another worker until the role or the backstop. A
-claimed step whose params read no expression starts without another query. Finished attempts
-are settled in batches: one transaction ends every attempt that finished meanwhile and advances
-their executions, by at most SETTLERS batches at once.
+The claim loop claims the due steps whose step-scope limits have room (first: a freed unit is
+handed on without waiting for a batch of starts), starts pending executions (claimed and advanced
+in one transaction, one batch at a time on a connection of its own, whether slots are free or
+not; that transaction claims the first steps it creates, as many as there are free slots) and
+then claims due steps, as many as it has free slots. The claimer then sleeps until a
+notification, a freed slot, the earliest retry's `not_before`, or the safety poll; another
+worker until the role or the backstop. A claimed step whose params read no expression starts
+without another query. Finished attempts are settled in batches: one transaction ends every
+attempt that finished meanwhile and advances their executions, by at most SETTLERS batches at
+once.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -165,18 +167,25 @@ class StepWorker:
             await asyncio.sleep(began + CLAIM_INTERVAL - loop.time())
 
     async def _claim(self) -> bool:
-        """Start pending executions, then claim due steps; True when either may find more at
-        once. A start claims the first steps it creates, as many as there are free slots (so a
-        new execution's first steps come before the next branches of a fan-out, as in a step
-        claim); what it leaves waits for any worker. A full worker starts executions too, so a
-        start never waits for a slot to free."""
+        """Claim due steps with step-scope limits, start pending executions, then claim due
+        steps; True when any may find more at once. Limited steps come first: a unit freed is
+        handed on at once, not after a batch of starts (docs/limits.md, Step scope). A start
+        claims the first steps it creates, as many as there are free slots (so a new execution's
+        first steps come before the next branches of a fan-out, as in a step claim); what it
+        leaves waits for any worker. A full worker starts executions too, so a start never waits
+        for a slot to free."""
         free = self.slots - len(self.held)
+        limited = await self._on(
+            self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
+        )
+        self._hold(limited)
+        free -= len(limited)
         started, first = await self._on(
             self.starts, orchestrator.executions_start, EXECUTION_BATCH, owner=self.owner, room=free
         )
         self._hold(first)
         free -= len(first)
-        claims = await self._on(self.claims, _steps_claim, self.owner, free)
+        claims = await self._on(self.claims, _steps_claim, dispatch.steps_claim, self.owner, free)
         self._hold(claims)
         self.short_of_slots = len(claims) == free
         return started == EXECUTION_BATCH or (self.short_of_slots and free > 0)
@@ -407,14 +416,13 @@ class _Listener:
         return came
 
 
-def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
+def _steps_claim(
+    claim: Callable[[str, int], list[dispatch.Claim]], owner: str, limit: int
+) -> list[dispatch.Claim]:
     """Claim steps, and read the specs of versions this process has not seen (once each)."""
     if limit <= 0:
         return []
-    # Steps with step-scope limits first: a unit freed is handed on at once.
-    claims = dispatch.steps_claim_limited(owner, limit)
-    if len(claims) < limit:
-        claims += dispatch.steps_claim(owner, limit - len(claims))
+    claims = claim(owner, limit)
     for version_id in {claim.version_id for claim in claims}:
         orchestrator.spec_by_id(version_id)
     return claims
