@@ -16,7 +16,8 @@ notification, a freed slot, the earliest retry's `not_before`, or the safety pol
 worker until the role or the backstop. A claimed step whose params read no expression starts
 without another query. Finished attempts are settled in batches: one transaction ends every
 attempt that finished meanwhile and advances their executions, by at most SETTLERS batches at
-once.
+once; attempts of steps with step-scope limits apart, on a connection of their own, so that the
+units they free are not held up behind a large batch.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -34,7 +35,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
@@ -79,9 +80,23 @@ def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise
 
 
+_Unsettled = tuple[runner.Settlement, asyncio.Future[bool]]
+
+
+@dataclass
+class _Settling:
+    """Finished attempts waiting to be settled, by at most `most` batches at once on `pool`."""
+
+    pool: ThreadPoolExecutor
+    most: int
+    waiting: list[_Unsettled] = field(default_factory=list)
+    batches: int = 0
+
+
 @dataclass
 class _Held:
     claim: dispatch.Claim
+    limited: bool  # claimed by the limit-aware claim: it holds step-scope limits
     action: asyncio.Task[runner.Outcome] | None = None
     stopped: bool = False
     # Why the attempt was stopped: the outcome to settle, or None to walk away (the lease was
@@ -110,8 +125,10 @@ class StepWorker:
         # The last claim took as many steps as there were free slots: more may be due, and a
         # freed slot wakes the claimer. (Otherwise it does not: nothing is left to claim.)
         self.short_of_slots = False
-        self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
-        self.settlers = 0
+        self.settling = _Settling(self.db, SETTLERS)
+        # A step holding step-scope limits frees its units only when its end commits
+        # (docs/limits.md, Step scope): it is settled apart, never behind a batch of others.
+        self.freeing = _Settling(ThreadPoolExecutor(1, thread_name_prefix="freeing"), 1)
 
     async def run(self) -> None:
         limits = httpx.Limits(max_connections=self.slots, max_keepalive_connections=self.slots)
@@ -125,7 +142,7 @@ class StepWorker:
             await self._drain()
             heartbeat.cancel()
         self.listener.close()
-        for pool in (self.db, self.claims, self.starts, self.leases):
+        for pool in (self.db, self.claims, self.starts, self.leases, self.freeing.pool):
             pool.shutdown()
 
     def stop(self) -> None:
@@ -178,7 +195,7 @@ class StepWorker:
         limited = await self._on(
             self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
         )
-        self._hold(limited)
+        self._hold(limited, limited=True)
         free -= len(limited)
         started, first = await self._on(
             self.starts, orchestrator.executions_start, EXECUTION_BATCH, owner=self.owner, room=free
@@ -190,9 +207,9 @@ class StepWorker:
         self.short_of_slots = len(claims) == free
         return started == EXECUTION_BATCH or (self.short_of_slots and free > 0)
 
-    def _hold(self, claims: list[dispatch.Claim]) -> None:
+    def _hold(self, claims: list[dispatch.Claim], *, limited: bool = False) -> None:
         for claim in claims:
-            held = self.held[claim.id] = _Held(claim)
+            held = self.held[claim.id] = _Held(claim, limited)
             self._background(asyncio.create_task(self._attempt(held)))
 
     async def _idle_timeout(self) -> float:
@@ -238,7 +255,8 @@ class StepWorker:
             if outcome is None:
                 logger.warning("step %s attempt %s: given up by %s", claim.id, claim.attempt, self)
                 return
-            if not await self._settle(runner.Settlement(claim, self.owner, outcome)):
+            settling = self.freeing if held.limited else self.settling
+            if not await self._settle(settling, runner.Settlement(claim, self.owner, outcome)):
                 logger.warning(
                     "step %s attempt %s: no longer held by %s, result dropped",
                     claim.id,
@@ -252,36 +270,34 @@ class StepWorker:
             elif self.short_of_slots:
                 self.wake.set()
 
-    async def _settle(self, settlement: runner.Settlement) -> bool:
+    async def _settle(self, settling: _Settling, settlement: runner.Settlement) -> bool:
         """Settle with whatever else finished meanwhile; whether the attempt was still ours."""
         settled = asyncio.get_running_loop().create_future()
-        self.unsettled.append((settlement, settled))
-        if self.settlers < SETTLERS:
-            self.settlers += 1
-            self._background(asyncio.create_task(self._settle_loop()))
+        settling.waiting.append((settlement, settled))
+        if settling.batches < settling.most:
+            settling.batches += 1
+            self._background(asyncio.create_task(self._settle_loop(settling)))
         return await settled
 
-    async def _settle_loop(self) -> None:
+    async def _settle_loop(self, settling: _Settling) -> None:
         try:
-            while self.unsettled:
-                batch = self.unsettled[:SETTLE_BATCH]
-                del self.unsettled[:SETTLE_BATCH]
-                await self._settle_batch(batch)
+            while settling.waiting:
+                batch = settling.waiting[:SETTLE_BATCH]
+                del settling.waiting[:SETTLE_BATCH]
+                await self._settle_batch(settling.pool, batch)
         finally:
-            self.settlers -= 1
+            settling.batches -= 1
 
-    async def _settle_batch(
-        self, batch: list[tuple[runner.Settlement, asyncio.Future[bool]]]
-    ) -> None:
+    async def _settle_batch(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
         try:
-            settled = await self._db(runner.settle, [settlement for settlement, _ in batch])
+            settled = await self._on(pool, runner.settle, [settlement for settlement, _ in batch])
         except Exception as error:
             if len(batch) == 1:
                 batch[0][1].set_exception(error)
                 return
             # One execution's failure must not fail the others' settlements: one by one.
             for one in batch:
-                await self._settle_batch([one])
+                await self._settle_batch(pool, [one])
             return
         for settlement, future in batch:
             future.set_result(settlement.claim.id in settled)
