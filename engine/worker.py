@@ -7,14 +7,17 @@ while the process holds its serve's claimer role (engine/claimer.py), a notifica
 claim loop. (The engine clock runs in a process of its own, so a worker that hangs never stops
 the reaper that recovers its steps.)
 
-The claim loop starts pending executions (claimed and advanced in one transaction, one batch
-at a time on a connection of its own, whether slots are free or not; that transaction claims
-the first steps it creates, as many as there are free slots) and then claims due steps, as many
-as it has free slots. The claimer then sleeps until a notification, a freed slot, the earliest
-retry's `not_before`, or the safety poll; another worker until the role or the backstop. A
-claimed step whose params read no expression starts without another query. Finished attempts
-are settled in batches: one transaction ends every attempt that finished meanwhile and advances
-their executions, by at most SETTLERS batches at once.
+The claim loop claims the due steps whose step-scope limits have room (first: a freed unit is
+handed on without waiting for a batch of starts), starts pending executions (claimed and advanced
+in one transaction, one batch at a time on a connection of its own, whether slots are free or
+not; that transaction claims the first steps it creates, as many as there are free slots) and
+then claims due steps, as many as it has free slots. The claimer then sleeps until a
+notification, a freed slot, the earliest retry's `not_before`, or the safety poll; another
+worker until the role or the backstop. A claimed step whose params read no expression starts
+without another query. Finished attempts are settled in batches: one transaction ends every
+attempt that finished meanwhile and advances their executions, by at most SETTLERS batches at
+once; attempts of steps with step-scope limits apart, on a connection of their own, so that the
+units they free are not held up behind a large batch.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -32,7 +35,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
@@ -77,9 +80,23 @@ def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise
 
 
+_Unsettled = tuple[runner.Settlement, asyncio.Future[bool]]
+
+
+@dataclass
+class _Settling:
+    """Finished attempts waiting to be settled, by at most `most` batches at once on `pool`."""
+
+    pool: ThreadPoolExecutor
+    most: int
+    waiting: list[_Unsettled] = field(default_factory=list)
+    batches: int = 0
+
+
 @dataclass
 class _Held:
     claim: dispatch.Claim
+    limited: bool  # claimed by the limit-aware claim: it holds step-scope limits
     action: asyncio.Task[runner.Outcome] | None = None
     stopped: bool = False
     # Why the attempt was stopped: the outcome to settle, or None to walk away (the lease was
@@ -108,8 +125,10 @@ class StepWorker:
         # The last claim took as many steps as there were free slots: more may be due, and a
         # freed slot wakes the claimer. (Otherwise it does not: nothing is left to claim.)
         self.short_of_slots = False
-        self.unsettled: list[tuple[runner.Settlement, asyncio.Future[bool]]] = []
-        self.settlers = 0
+        self.settling = _Settling(self.db, SETTLERS)
+        # A step holding step-scope limits frees its units only when its end commits
+        # (docs/limits.md, Step scope): it is settled apart, never behind a batch of others.
+        self.freeing = _Settling(ThreadPoolExecutor(1, thread_name_prefix="freeing"), 1)
 
     async def run(self) -> None:
         limits = httpx.Limits(max_connections=self.slots, max_keepalive_connections=self.slots)
@@ -123,7 +142,7 @@ class StepWorker:
             await self._drain()
             heartbeat.cancel()
         self.listener.close()
-        for pool in (self.db, self.claims, self.starts, self.leases):
+        for pool in (self.db, self.claims, self.starts, self.leases, self.freeing.pool):
             pool.shutdown()
 
     def stop(self) -> None:
@@ -165,25 +184,32 @@ class StepWorker:
             await asyncio.sleep(began + CLAIM_INTERVAL - loop.time())
 
     async def _claim(self) -> bool:
-        """Start pending executions, then claim due steps; True when either may find more at
-        once. A start claims the first steps it creates, as many as there are free slots (so a
-        new execution's first steps come before the next branches of a fan-out, as in a step
-        claim); what it leaves waits for any worker. A full worker starts executions too, so a
-        start never waits for a slot to free."""
+        """Claim due steps with step-scope limits, start pending executions, then claim due
+        steps; True when any may find more at once. Limited steps come first: a unit freed is
+        handed on at once, not after a batch of starts (docs/limits.md, Step scope). A start
+        claims the first steps it creates, as many as there are free slots (so a new execution's
+        first steps come before the next branches of a fan-out, as in a step claim); what it
+        leaves waits for any worker. A full worker starts executions too, so a start never waits
+        for a slot to free."""
         free = self.slots - len(self.held)
+        limited = await self._on(
+            self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
+        )
+        self._hold(limited, limited=True)
+        free -= len(limited)
         started, first = await self._on(
             self.starts, orchestrator.executions_start, EXECUTION_BATCH, owner=self.owner, room=free
         )
         self._hold(first)
         free -= len(first)
-        claims = await self._on(self.claims, _steps_claim, self.owner, free)
+        claims = await self._on(self.claims, _steps_claim, dispatch.steps_claim, self.owner, free)
         self._hold(claims)
         self.short_of_slots = len(claims) == free
         return started == EXECUTION_BATCH or (self.short_of_slots and free > 0)
 
-    def _hold(self, claims: list[dispatch.Claim]) -> None:
+    def _hold(self, claims: list[dispatch.Claim], *, limited: bool = False) -> None:
         for claim in claims:
-            held = self.held[claim.id] = _Held(claim)
+            held = self.held[claim.id] = _Held(claim, limited)
             self._background(asyncio.create_task(self._attempt(held)))
 
     async def _idle_timeout(self) -> float:
@@ -229,7 +255,8 @@ class StepWorker:
             if outcome is None:
                 logger.warning("step %s attempt %s: given up by %s", claim.id, claim.attempt, self)
                 return
-            if not await self._settle(runner.Settlement(claim, self.owner, outcome)):
+            settling = self.freeing if held.limited else self.settling
+            if not await self._settle(settling, runner.Settlement(claim, self.owner, outcome)):
                 logger.warning(
                     "step %s attempt %s: no longer held by %s, result dropped",
                     claim.id,
@@ -243,36 +270,34 @@ class StepWorker:
             elif self.short_of_slots:
                 self.wake.set()
 
-    async def _settle(self, settlement: runner.Settlement) -> bool:
+    async def _settle(self, settling: _Settling, settlement: runner.Settlement) -> bool:
         """Settle with whatever else finished meanwhile; whether the attempt was still ours."""
         settled = asyncio.get_running_loop().create_future()
-        self.unsettled.append((settlement, settled))
-        if self.settlers < SETTLERS:
-            self.settlers += 1
-            self._background(asyncio.create_task(self._settle_loop()))
+        settling.waiting.append((settlement, settled))
+        if settling.batches < settling.most:
+            settling.batches += 1
+            self._background(asyncio.create_task(self._settle_loop(settling)))
         return await settled
 
-    async def _settle_loop(self) -> None:
+    async def _settle_loop(self, settling: _Settling) -> None:
         try:
-            while self.unsettled:
-                batch = self.unsettled[:SETTLE_BATCH]
-                del self.unsettled[:SETTLE_BATCH]
-                await self._settle_batch(batch)
+            while settling.waiting:
+                batch = settling.waiting[:SETTLE_BATCH]
+                del settling.waiting[:SETTLE_BATCH]
+                await self._settle_batch(settling.pool, batch)
         finally:
-            self.settlers -= 1
+            settling.batches -= 1
 
-    async def _settle_batch(
-        self, batch: list[tuple[runner.Settlement, asyncio.Future[bool]]]
-    ) -> None:
+    async def _settle_batch(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
         try:
-            settled = await self._db(runner.settle, [settlement for settlement, _ in batch])
+            settled = await self._on(pool, runner.settle, [settlement for settlement, _ in batch])
         except Exception as error:
             if len(batch) == 1:
                 batch[0][1].set_exception(error)
                 return
             # One execution's failure must not fail the others' settlements: one by one.
             for one in batch:
-                await self._settle_batch([one])
+                await self._settle_batch(pool, [one])
             return
         for settlement, future in batch:
             future.set_result(settlement.claim.id in settled)
@@ -407,14 +432,13 @@ class _Listener:
         return came
 
 
-def _steps_claim(owner: str, limit: int) -> list[dispatch.Claim]:
+def _steps_claim(
+    claim: Callable[[str, int], list[dispatch.Claim]], owner: str, limit: int
+) -> list[dispatch.Claim]:
     """Claim steps, and read the specs of versions this process has not seen (once each)."""
     if limit <= 0:
         return []
-    # Steps with step-scope limits first: a unit freed is handed on at once.
-    claims = dispatch.steps_claim_limited(owner, limit)
-    if len(claims) < limit:
-        claims += dispatch.steps_claim(owner, limit - len(claims))
+    claims = claim(owner, limit)
     for version_id in {claim.version_id for claim in claims}:
         orchestrator.spec_by_id(version_id)
     return claims

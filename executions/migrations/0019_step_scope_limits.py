@@ -33,6 +33,7 @@ DECLARE
     _rate record;
     _window text;
     _limited bigint[];  -- the locked limits with a max (absent from _free: unlimited)
+    _team_units jsonb;  -- team id -> units its running steps hold of the locked limits
 BEGIN
     IF _room <= 0 THEN
         RETURN;
@@ -70,22 +71,28 @@ BEGIN
            WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) held ON true
      WHERE l.id = ANY(_locked) AND l.max > 0;
     _limited := ARRAY(SELECT jsonb_object_keys(_free)::bigint);
+    SELECT coalesce(jsonb_object_agg(held.team_id::text, held.units), '{}')
+      INTO _team_units
+      FROM (SELECT r.team_id, sum(h.units) AS units
+              FROM executions_stepexecution s
+              JOIN executions_execution r ON r.id = s.execution_id
+             CROSS JOIN LATERAL unnest(s.limit_ids, s.limit_units) AS h(id, units)
+             WHERE s.status = 'running' AND s.limit_ids && _locked AND h.id = ANY(_locked)
+             GROUP BY r.team_id) held;
+    -- Each waiting step's execution is read by its key, one index probe per step: OFFSET 0 keeps
+    -- the planner from flattening it into a join that, misled by statistics older than the
+    -- backlog, it ran as a loop over every running execution per waiting step (quadratic:
+    -- seconds per claim with a thousand steps waiting, every hand-off that late).
     FOR _step IN
         SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
           FROM executions_stepexecution w
-          JOIN executions_execution e ON e.id = w.execution_id
-          LEFT JOIN (SELECT r.team_id, sum(h.units) AS units
-                       FROM executions_stepexecution s
-                       JOIN executions_execution r ON r.id = s.execution_id
-                      CROSS JOIN LATERAL unnest(s.limit_ids, s.limit_units) AS h(id, units)
-                      WHERE s.status = 'running' AND s.limit_ids && _locked
-                        AND h.id = ANY(_locked)
-                      GROUP BY r.team_id) team_held ON team_held.team_id = e.team_id
-         WHERE w.status = 'waiting' AND e.status = 'running' AND w.limit_ids <@ _locked
+         CROSS JOIN LATERAL (SELECT r.team_id, r.priority FROM executions_execution r
+                              WHERE r.id = w.execution_id AND r.status = 'running' OFFSET 0) e
+         WHERE w.status = 'waiting' AND w.limit_ids <@ _locked
            AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
            AND (w.not_before IS NULL OR w.not_before <= now())
          ORDER BY row_number() OVER (PARTITION BY e.team_id ORDER BY e.priority DESC, w.id),
-                  coalesce(team_held.units, 0), e.priority DESC, w.id
+                  coalesce((_team_units ->> e.team_id::text)::bigint, 0), e.priority DESC, w.id
     LOOP
         _short := ARRAY(SELECT u.id FROM unnest(_step.limit_ids, _step.limit_units) AS u(id, units)
                          WHERE u.id = ANY(_closed) OR (_free ->> u.id::text)::int < u.units);
