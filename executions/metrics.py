@@ -25,6 +25,7 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from core.processes import process_alive
 from executions.collectors import LiveExecutionsCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -105,15 +106,5 @@ def prepare_multiprocess_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     for file in path.glob("*.db"):
         pid = file.stem.rpartition("_")[2]
-        if not (pid.isdigit() and _alive(int(pid))):
+        if not (pid.isdigit() and process_alive(int(pid))):
             file.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 import psycopg
 
+from core.processes import process_alive
 from mantle_site.config import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -259,7 +260,7 @@ def _running_socket_dir(pgdata: Path) -> Path | None:
                 f"{pid_file} is unreadable: if no postgres process runs on {pgdata}, "
                 f"delete that file and start again"
             ) from None
-        if not _alive(pid):
+        if not process_alive(pid):
             return None
         if status == "ready":
             if not socket_dir:
@@ -274,16 +275,6 @@ def _running_socket_dir(pgdata: Path) -> Path | None:
                 f"{START_TIMEOUT} s: see {pgdata / 'log'}"
             )
         time.sleep(0.1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _socket_dir(pgdata: Path) -> Path:
