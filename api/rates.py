@@ -15,14 +15,14 @@ from rest_framework.response import Response
 from api.base import TeamApi, json_object
 from api.errors import ApiError
 from api.serializers import ErrorOutput
-from core.durations import parse_duration
+from core.bounds import MAX_COUNT, duration_argument
 from teams.models import ApiKey
 from teams.services import named_rate_set
 
 
 class RateSetApi(TeamApi):
     class RateInput(serializers.Serializer):
-        max = serializers.IntegerField(min_value=1)
+        max = serializers.IntegerField(min_value=1, max_value=MAX_COUNT)
         period = serializers.CharField(help_text='a duration: "1s", "1m"')
         per_key = serializers.BooleanField(default=False)
         scope = serializers.ChoiceField(
@@ -51,7 +51,7 @@ class RateSetApi(TeamApi):
                 403, "staff_only", "a global named rate is set with a staff user's key only"
             )
         try:
-            period = timedelta(seconds=parse_duration(data["period"]))
+            period = timedelta(seconds=duration_argument(data["period"]))
             rate, created = named_rate_set(
                 team=None if is_global else self.team,
                 name=name,

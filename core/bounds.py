@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from core.durations import parse_duration
+
 MAX_COUNT = 2**31 - 1  # PostgreSQL's integer, the columns that store limits and counts
 MAX_DURATION = 30 * 24 * 3600.0  # seconds: 30 days, any timeout, debounce, period or delay
 MAX_DURATION_TEXT = "30 days (720h)"
@@ -39,3 +41,12 @@ def count_argument(text: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> 
     if problem:
         raise ValueError(problem)
     return number
+
+
+def duration_argument(text: str | int | float) -> float:
+    """Seconds of a duration from a command line or a request body; ValueError naming the
+    problem (a bad form, or past MAX_DURATION) otherwise."""
+    seconds = parse_duration(text)
+    if problem := duration_problem(seconds):
+        raise ValueError(problem)
+    return seconds

@@ -6,9 +6,11 @@ nothing written."""
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from executions.models import Execution
-from teams.models import NamedLimit
+from teams.models import NamedLimit, NamedRate
 from workflows.models import WorkflowDefinition
 
 pytestmark = pytest.mark.django_db
@@ -79,6 +81,30 @@ def test_a_named_limit_past_its_bound_is_400(api, value) -> None:
     response = api.put("/api/v1/limits/db", {"max": value}, format="json")
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
     assert not NamedLimit.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"max": 2**31, "period": "1s"},
+        {"max": 10**20, "period": "1s"},
+        {"max": 1, "period": "99999999999h"},
+        {"max": 1, "period": "721h"},
+        {"max": 1, "period": "inf"},
+    ],
+)
+def test_a_named_rate_past_its_bounds_is_400(api, body) -> None:
+    response = api.put("/api/v1/rates/stripe-calls", body, format="json")
+    assert response.status_code == 400, response.content
+    assert not NamedRate.objects.exists()
+
+
+@pytest.mark.parametrize("word", ["2147483648/1s", "0/1s", "1/99999999999h", "1/721h", "x/1s"])
+def test_a_named_rate_past_its_bounds_is_exit_2_on_the_command_line(team, word) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("mantle_rates", "set", team.slug, "stripe-calls", word)
+    assert refused.value.returncode == 2
+    assert not NamedRate.objects.exists()
 
 
 def test_the_largest_named_limit_is_accepted(api) -> None:

@@ -10,17 +10,18 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.bounds import count_argument
 from executions.selectors import named_limit_usage
 from executions.services.named_limits import NamedLimitInUse, named_limit_delete
-from teams.cli import non_negative, team_get, validation_messages
+from teams.cli import team_get, validation_messages
 from teams.services import named_limit_set
 
 
 def _max(word: str) -> int:
     try:
-        return non_negative(word)
+        return count_argument(word)
     except ValueError as exc:
-        raise CommandError(f"max must be an integer >= 0, got {word!r}", returncode=2) from exc
+        raise CommandError(f"max {exc}", returncode=2) from exc
 
 
 class Command(BaseCommand):

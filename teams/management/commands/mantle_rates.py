@@ -10,7 +10,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.durations import parse_duration
+from core.bounds import count_argument, duration_argument
 from teams.cli import team_get, validation_messages
 from teams.services import named_rate_set
 
@@ -19,10 +19,10 @@ def _rate(word: str) -> tuple[int, float]:
     """`<max>/<period>`, e.g. 100/1m."""
     most, _, period = word.partition("/")
     try:
-        return int(most), parse_duration(period)
+        return count_argument(most, minimum=1), duration_argument(period)
     except ValueError as exc:
         raise CommandError(
-            f"expected <max>/<period> (e.g. 100/1m), got {word!r}", returncode=2
+            f"expected <max>/<period> (e.g. 100/1m), got {word!r}: {exc}", returncode=2
         ) from exc
 
 
