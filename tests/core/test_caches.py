@@ -5,9 +5,14 @@ from core.caches import BoundedCache
 
 def test_it_makes_a_value_once_and_then_reads_it() -> None:
     cache: BoundedCache[int, list[int]] = BoundedCache()
-    made = []
+    made: list[int] = []
+
+    def make() -> list[int]:
+        made.append(1)
+        return made
+
     for _ in range(3):
-        cache.get_or_make(1, lambda: made.append(1) or made)
+        cache.get_or_make(1, make)
     assert made == [1]
     assert cache.get(1) is made
 
