@@ -26,7 +26,7 @@ from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, prepared_cursor, queries
 from teams.models import Team, effective_team_limit
-from workflows.flow import concurrency_key_value, key_limit_value, priority_value
+from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, undeclared_given, validate_inputs
 
