@@ -1,9 +1,10 @@
 """A witness of every step attempt that outlives any database failover: an HTTP server in the
 test process which the steps call (`http/request`, naming their execution and step). It records
 when each call began and ended (time.monotonic(): one clock for every network namespace of the
-machine), holding the call `hold` seconds as the step's work. Two calls of one step whose
-intervals overlap are two attempts of that step running at the same time, which fencing (the
-step's lease, docs/operations.md, Database failover) must never let happen."""
+machine), holding the call `hold` seconds (or the call's own `hold`) as the step's work. Two
+calls of one step whose intervals overlap are two attempts of that step running at the same
+time, which fencing (the step's lease, docs/operations.md, Database failover) must never let
+happen."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         started = time.monotonic()
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        time.sleep(self.server.hold)
+        time.sleep(body.get("hold", self.server.hold))
         self.server.record(Call(body["execution"], body["step"], started, time.monotonic()))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
