@@ -15,6 +15,8 @@ workflow (no-op, 0.1 s of work, no-op) on a fresh `mantle serve` with its defaul
 
 from __future__ import annotations
 
+import time
+
 from bench import capacity, prefect_server
 from bench.engine import _on_mantle, _progress
 from bench.measure import Measure, handoffs_ms
@@ -75,9 +77,11 @@ def run(results: Report) -> None:
         return measure
 
     step = _on_mantle("step scope", stepped)
+    peer_started = time.monotonic()
     peer = prefect_server.run(
         executions=PEER_EXECUTIONS, limit=LIMIT, seconds=WORK_SECONDS, deadline=PEER_DEADLINE
     )
+    peer_seconds = time.monotonic() - peer_started
     _progress("Prefect step scope", peer.measure)
     whole = _on_mantle(
         "execution scope", lambda base: capacity.through_service(execution_scope, EXECUTIONS)
@@ -116,6 +120,16 @@ def run(results: Report) -> None:
         )
     )
     _add_peer_rows(results, step, handoffs, peer)
+    results.notes.append(
+        "figure 10: the peer is Prefect 3 (bench/prefect_server.py: a fresh `prefect server"
+        " start` with its defaults, analytics off, on its own database of the same PostgreSQL;"
+        " the limit made with `prefect gcl create`; bench/prefect_peer.py: one flow on its"
+        " default ThreadPoolTaskRunner submitting each execution as three dependent tasks, the"
+        " middle one inside `concurrency(name, occupy=1)`), run right after Mantle's step-scope"
+        f" run, {PEER_EXECUTIONS} executions cut at {PEER_DEADLINE:g} s ({peer_seconds:.0f} s"
+        " with its server's start and stop); its hand-off is from a task's slot released (the"
+        " release call returned) to the next task's slot granted, both read in its process"
+    )
 
 
 def _add_peer_rows(
