@@ -26,13 +26,18 @@ from prefect.futures import PrefectFuture, wait
 
 _intervals: list[tuple[float, float]] = []
 _ends: list[float] = []
-_failed: list[float] = []
+_failed: list[str] = []  # why each failed limited task failed
 _lock = threading.Lock()
 
 
 def _note(into: list[float], moment: float) -> None:
     with _lock:
         into.append(moment)
+
+
+def _failure(error: BaseException) -> None:
+    with _lock:
+        _failed.append(f"{type(error).__name__}: {error}"[:300])
 
 
 @task
@@ -43,12 +48,12 @@ def before() -> None:
 @task
 def work(limit: str, seconds: float) -> None:
     try:
-        with concurrency(limit, occupy=1, strict=True):
+        with concurrency(limit, occupy=1):
             granted = time.time()
             time.sleep(seconds)
         released = time.time()
-    except BaseException:
-        _note(_failed, time.time())
+    except BaseException as error:
+        _failure(error)
         raise
     with _lock:
         _intervals.append((granted, released))
@@ -79,12 +84,13 @@ def main(argv: list[str]) -> None:
     flow_thread.start()
     flow_thread.join(timeout=deadline)
     with _lock:
-        ends, failed, intervals = list(_ends), len(_failed), list(_intervals)
+        ends, errors, intervals = list(_ends), list(_failed), list(_intervals)
     finished = not flow_thread.is_alive()
     result = {
         "count": executions,
-        "done": len(ends) + failed,
-        "failed": failed,
+        "done": len(ends) + len(errors),
+        "failed": len(errors),
+        "errors": sorted(set(errors))[:3],
         "seconds": (max(ends) if finished and ends else time.time()) - began,
         "intervals": intervals,
     }

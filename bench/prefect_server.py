@@ -39,6 +39,7 @@ class PeerOutputError(RuntimeError):
 class PeerResult:
     measure: Measure
     handoffs_ms: list[float]
+    errors: list[str]  # a few of the failed tasks' errors
 
 
 def parse(stdout: str, returncode: int, *, executions: int, limit: int) -> PeerResult:
@@ -60,7 +61,8 @@ def parse(stdout: str, returncode: int, *, executions: int, limit: int) -> PeerR
     if at_once > limit:
         raise PeerOutputError(f"{at_once} limited tasks at once under a limit of {limit}")
     measure = Measure(count=count, seconds=seconds, done=done, failed=failed, max_running=at_once)
-    return PeerResult(measure, handoffs_ms(intervals, limit))
+    errors = [str(error) for error in found.get("errors", [])]
+    return PeerResult(measure, handoffs_ms(intervals, limit), errors)
 
 
 def _asyncpg_url(url: str) -> str:

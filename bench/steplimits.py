@@ -147,9 +147,13 @@ def _add_peer_rows(
             f"Prefect {theirs.rate:.2f}/s, {theirs.max_running} at once",
             f"{ratio:.1f}",
             f">= {PEER_RATE_GOAL:g}",
-            "yes" if step.finished and not theirs.failed and ratio >= PEER_RATE_GOAL else "no",
+            "yes" if step.finished and not step.failed and ratio >= PEER_RATE_GOAL else "no",
         )
     )
+    if theirs.failed:
+        results.notes.append(
+            f"figure 10: {theirs.failed} of Prefect's chains failed: {'; '.join(peer.errors)}"
+        )
     ours, their_p99 = percentile(handoffs, 99), percentile(peer.handoffs_ms, 99)
     results.add(
         Row(
