@@ -27,6 +27,12 @@ def test_a_sound_result_is_measured():
     assert result.handoffs_ms == pytest.approx([20.0])
 
 
+def test_failed_tasks_come_with_their_errors():
+    errors = ["ReadTimeout: timed out"]
+    result = parse(_output(failed=1, errors=errors), 0, executions=3, limit=2)
+    assert (result.measure.failed, result.errors) == (1, errors)
+
+
 def test_a_result_cut_at_the_deadline_is_measured_as_cut():
     result = parse(_output(done=2, intervals=INTERVALS[:2]), 0, executions=3, limit=2)
     assert not result.measure.finished
