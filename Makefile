@@ -31,7 +31,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The benchmarks' own extra (DBOS, the peer of figures 5 and 6; pyinstrument): not needed to test.
+# The benchmarks' own extra (DBOS, the peer of figures 5 and 6; Prefect, the peer of figure 10;
+# pyinstrument): not needed to test.
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)
