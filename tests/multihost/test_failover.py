@@ -122,8 +122,9 @@ def failover() -> Iterator[Failover]:
     cluster: PatroniCluster | None = None
     pooled: PooledPrimary | None = None
     apps: list[AppHost] = []
-    witness = StepWitness(f"{network.front_net}.1", HOLD).__enter__()
+    witness: StepWitness | None = None
     try:
+        witness = StepWitness(f"{network.front_net}.1", HOLD).__enter__()
         app_hosts = [network.add_host(f"app{n}", 10 + n, front=True) for n in (1, 2)]
         cluster = PatroniCluster(network)
         cluster.manage(  # one process: a Django start-up less
@@ -154,7 +155,8 @@ def failover() -> Iterator[Failover]:
         if cluster is not None:
             cluster.close()
         network.close()
-        witness.__exit__()
+        if witness is not None:
+            witness.__exit__()
 
 
 def documents(witness: str) -> list[str]:
