@@ -68,9 +68,10 @@ STEP = """\
 HOLD = 0.1
 # Shorter than the kill's outage (Patroni's ttl), so the steps running at the kill are run again;
 # longer than a worker takes to renew on the new primary once it is up (a dead link found in 3 s,
-# a dead host's connect_timeout of 2 s passed): with 3 s a step's second lease could expire too,
-# and the reaper quarantines an execution that lost two leases (engine/reaper.py).
-STEP_LEASE = 10.0
+# a dead host's connect_timeout of 2 s passed, PgBouncer's pool connected again): with 3 s a
+# step's second lease expired too in a run, with 10 s in a trial of 30 s steps, and the reaper
+# quarantines an execution that lost two leases (engine/reaper.py).
+STEP_LEASE = 15.0
 GIVE_UP = 120.0  # seconds a client retries one key
 EXECUTIONS_SQL = """
 SELECT e.idempotency_key, e.status FROM executions_execution e
@@ -121,14 +122,14 @@ def failover() -> Iterator[Failover]:
     cluster: PatroniCluster | None = None
     pooled: PooledPrimary | None = None
     apps: list[AppHost] = []
-    witness = StepWitness(f"{network.front_net}.1", HOLD).__enter__()
+    witness: StepWitness | None = None
     try:
+        witness = StepWitness(f"{network.front_net}.1", HOLD).__enter__()
         app_hosts = [network.add_host(f"app{n}", 10 + n, front=True) for n in (1, 2)]
         cluster = PatroniCluster(network)
-        cluster.manage(
-            "from django.core.management import call_command\ncall_command('migrate', verbosity=0)"
-        )
-        cluster.manage(
+        cluster.manage(  # one process: a Django start-up less
+            "from django.core.management import call_command\n"
+            "call_command('migrate', verbosity=0)\n"
             "from teams.services import team_create\n"
             "from workflows.services import workflow_apply\n"
             f"team = team_create(slug={TEAM!r}, max_concurrent_executions={TEAM_LIMIT})\n"
@@ -154,7 +155,8 @@ def failover() -> Iterator[Failover]:
         if cluster is not None:
             cluster.close()
         network.close()
-        witness.__exit__()
+        if witness is not None:
+            witness.__exit__()
 
 
 def documents(witness: str) -> list[str]:

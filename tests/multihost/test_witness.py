@@ -7,7 +7,9 @@ are not reported."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 
 import httpx
 
@@ -47,3 +49,16 @@ def test_an_attempt_inside_a_long_one_is_reported_after_a_short_one_between() ->
     long, short, inside = Call("e", "s", 0, 10), Call("e", "s", 1, 2), Call("e", "s", 5, 6)
     assert overlapping([inside, short, long]) == [(long, short), (long, inside)]
     assert overlapping([Call("e", "s", 0, 1), Call("e", "s", 1, 2)]) == []
+
+
+def test_a_call_whose_caller_went_away_ends_when_it_left() -> None:
+    """An attempt stopped mid-call (its action cancelled) no longer runs: its call ends there,
+    not when the witness would have answered."""
+    with StepWitness("127.0.0.1", hold=30) as witness:
+        with contextlib.suppress(httpx.TimeoutException):
+            httpx.post(witness.url, json={"execution": "e", "step": "s"}, timeout=0.2)
+        deadline = time.monotonic() + 20
+        while not witness.runs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (recorded,) = witness.calls
+    assert recorded.ended - recorded.started < 15

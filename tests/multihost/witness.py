@@ -1,7 +1,8 @@
 """A witness of every step attempt that outlives any database failover: an HTTP server in the
 test process which the steps call (`http/request`, naming their execution and step). It records
 when each call began and ended (time.monotonic(): one clock for every network namespace of the
-machine), holding the call `hold` seconds (or the call's own `hold`) as the step's work. Two
+machine), holding the call `hold` seconds (or the call's own `hold`) as the step's work; a call
+whose caller goes away meanwhile (its attempt was stopped, the action cancelled) ends then. Two
 calls of one step whose intervals overlap are two attempts of that step running at the same
 time, which fencing (the step's lease, docs/operations.md, Database failover) must never let
 happen."""
@@ -9,6 +10,8 @@ happen."""
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -88,13 +91,26 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         started = time.monotonic()
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        time.sleep(body.get("hold", self.server.hold))
+        gone = self._caller_gone_within(body.get("hold", self.server.hold))
         self.server.record(Call(body["execution"], body["step"], started, time.monotonic()))
+        if gone:
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"{}")
+
+    def _caller_gone_within(self, seconds: float) -> bool:
+        """Hold the call `seconds`; True as soon as the caller closes its connection."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], left)
+            if readable:
+                if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+                time.sleep(left)  # bytes of a next request: the caller is there
+        return False
 
     def log_message(self, format: str, *args: object) -> None:
         pass
