@@ -30,6 +30,7 @@ from api.serializers import (
     StepPageOutput,
 )
 from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.resolution import api_key_with_workflow
 from executions.selectors import (
     execution_get,
     execution_list,
@@ -45,7 +46,6 @@ from executions.services.scheduled import run_time
 from teams.auth import ApiKeyAuthentication
 from teams.models import ApiKey, Team
 from workflows.models import WorkflowDefinition
-from workflows.selectors import api_key_with_workflow
 
 
 class RunKeyAuthentication(ApiKeyAuthentication):

@@ -30,11 +30,11 @@ from api.base import ADMISSION_RESPONSES, IDEMPOTENCY_HEADER, admission_response
 from api.base import idempotency_key as idempotency_key_of
 from api.errors import ApiError
 from api.resolved import BEFORE_ADMISSION, HOOKS
+from executions.resolution import webhook_by_path
 from executions.services.admission import Resolved
 from executions.services.idempotency import execution_admit_once
 from teams.auth import ApiKeyAuthentication
 from workflows.models import WebhookPath
-from workflows.selectors import webhook_by_path
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 SIGNATURE_ALIAS = "X-Signature-256"  # upstream Mantle's name for the same header

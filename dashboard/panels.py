@@ -8,14 +8,13 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from operator import itemgetter
-from typing import Any
+from datetime import datetime
+from operator import attrgetter
 
 from django.contrib.auth.models import User
-from django.db import connection
 from django.db.models import QuerySet
 
+from executions.dashboard_selectors import QueuedRow, RunningExecution, dashboard_rows
 from executions.selectors import (
     KeyQueue,
     NamedLimitUsage,
@@ -25,7 +24,6 @@ from executions.selectors import (
     teams_queues,
 )
 from executions.services.promotion import across_workflows
-from executions.sql import queries
 from teams.models import Team
 
 # The admin's permissions: viewing executions, and changing them (its cancel action).
@@ -61,19 +59,6 @@ class QueuedExecution:
     blocked_by_limit: str | None  # the named limit, when blocked_by is "limit"
     concurrency_key: str
     not_before: datetime | None  # a debounce's due time
-
-
-@dataclass(frozen=True)
-class RunningExecution:
-    id: uuid.UUID
-    team_id: int
-    workflow: str
-    status: str
-    elapsed_seconds: float
-    steps_done: int
-    steps_total: int
-    steps_waiting: int  # for step-scope limits
-    waiting_for: str | None  # those limits' names
 
 
 @dataclass(frozen=True)
@@ -116,28 +101,16 @@ def dashboard_panels(
     named_limits: dict[str, list[NamedLimitUsage]] = defaultdict(list)
     for usage in named_limit_usage(teams=[q.team for q in queues]):
         named_limits[usage.team].append(usage)
-    team_ids = [q.team.id for q in queues]
-    params: dict[str, Any] = {
-        "team_ids": team_ids,
-        "limit": rows_per_team,
-        "window": timedelta(hours=1),
-    }
-    rejections: dict[tuple[int, int], int] = {}
+    rows = dashboard_rows(team_ids=[q.team.id for q in queues], rows_per_team=rows_per_team)
+    rejections = {(r.team_id, r.workflow_id): r.count for r in rows.rejections}
     depth: dict[int, list[int]] = defaultdict(lambda: [0] * CHART_MINUTES)
+    for sample in rows.depth:
+        if 0 <= sample.minutes_ago < CHART_MINUTES:
+            depth[sample.workflow_id][CHART_MINUTES - 1 - sample.minutes_ago] = sample.queued
+    queued = _in_promotion_order(rows.queued, rows_per_team)
     running: dict[int, list[RunningExecution]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(queries["dashboard_rejections"], params)
-        for team_id, workflow_id, count in cursor.fetchall():
-            rejections[team_id, workflow_id] = count
-        cursor.execute(queries["dashboard_depth"], params)
-        for workflow_id, minutes_ago, value in cursor.fetchall():
-            if 0 <= minutes_ago < CHART_MINUTES:
-                depth[workflow_id][CHART_MINUTES - 1 - minutes_ago] = value
-        cursor.execute(queries["dashboard_queued"], params)
-        queued = _in_promotion_order(cursor.fetchall(), rows_per_team)
-        cursor.execute(queries["dashboard_running"], params)
-        for row in cursor.fetchall():
-            running[row[1]].append(RunningExecution(*row))
+    for execution in rows.running:
+        running[execution.team_id].append(execution)
     panels = []
     for queue in queues:
         workflows = []
@@ -166,28 +139,37 @@ def dashboard_panels(
     return panels
 
 
-def _in_promotion_order(rows: list[tuple], limit: int) -> dict[int, list[QueuedExecution]]:
-    """dashboard_queued's rows per team, numbered in the order promotion would take them were
-    every slot free: the workflows' fair orders merged as queue_promote merges them, then what
-    waits out a debounce, the soonest due first."""
-    # (id, team_id, workflow, rank, blocked_by, wait, limit, key, not_before, priority, created)
-    fair: dict[int, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
-    debounced: dict[int, list[tuple]] = defaultdict(list)
+def _in_promotion_order(rows: list[QueuedRow], limit: int) -> dict[int, list[QueuedExecution]]:
+    """The queued rows per team, numbered in the order promotion would take them were every
+    slot free: the workflows' fair orders merged as queue_promote merges them, then what waits
+    out a debounce, the soonest due first."""
+    fair: dict[int, dict[str, list[QueuedRow]]] = defaultdict(lambda: defaultdict(list))
+    debounced: dict[int, list[QueuedRow]] = defaultdict(list)
     for row in rows:
-        if row[3] is None:
-            debounced[row[1]].append(row)
+        if row.rank is None:
+            debounced[row.team_id].append(row)
         else:
-            fair[row[1]][row[2]].append(row)
+            fair[row.team_id][row.workflow].append(row)
     teams: dict[int, list[QueuedExecution]] = defaultdict(list)
     for team_id in fair.keys() | debounced.keys():
         queues = [
-            [(-r[9], r[10], r[0], r) for r in sorted(queue, key=itemgetter(3))]
+            [(-r.priority, r.created_at, r.id, r) for r in sorted(queue, key=attrgetter("rank"))]
             for queue in fair[team_id].values()
         ]
-        waiting = sorted(debounced[team_id], key=itemgetter(8, 0))
+        waiting = sorted(debounced[team_id], key=attrgetter("not_before", "id"))
         ordered = [head[3] for head in across_workflows(queues)] + waiting
         teams[team_id] = [
-            QueuedExecution(r[0], r[1], r[2], n, *r[4:9])
+            QueuedExecution(
+                id=r.id,
+                team_id=r.team_id,
+                workflow=r.workflow,
+                position=n,
+                blocked_by=r.blocked_by,
+                wait_seconds=r.wait_seconds,
+                blocked_by_limit=r.blocked_by_limit,
+                concurrency_key=r.concurrency_key,
+                not_before=r.not_before,
+            )
             for n, r in enumerate(ordered[:limit], start=1)
         ]
     return teams

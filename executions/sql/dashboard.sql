@@ -1,15 +1,16 @@
--- The dashboard's panels (dashboard/panels.py), each for a list of teams.
+-- The dashboard's panels (executions/dashboard_selectors.py), each for a list of teams; each
+-- column is named as a field of the row type it fills.
 
 -- name: dashboard_rejections
-SELECT team_id, workflow_id, count(*) FROM executions_rejection
+SELECT team_id, workflow_id, count(*) AS count FROM executions_rejection
  WHERE team_id = ANY(%(team_ids)s) AND created_at > statement_timestamp() - %(window)s
  GROUP BY team_id, workflow_id
 
 -- name: dashboard_depth
 -- The deepest sampled queue of each workflow per minute, 0 = the current minute.
 SELECT s.workflow_id,
-       floor(extract(epoch FROM statement_timestamp() - s.taken_at) / 60)::int,
-       max(s.queued)
+       floor(extract(epoch FROM statement_timestamp() - s.taken_at) / 60)::int AS minutes_ago,
+       max(s.queued) AS queued
   FROM executions_queuesample s
   JOIN workflows_workflowdefinition w ON w.id = s.workflow_id
  WHERE w.team_id = ANY(%(team_ids)s) AND s.taken_at > statement_timestamp() - %(window)s
@@ -22,8 +23,8 @@ SELECT s.workflow_id,
 -- waiting out a debounce, rank NULL, the soonest due first. With what blocks each: the named
 -- limit by name, the key by value, a debounce until when; and the priority and age that order
 -- the workflows' queues among each other.
-SELECT e.id, e.team_id, w.name, h.rank, e.blocked_by,
-       extract(epoch FROM statement_timestamp() - e.created_at),
+SELECT e.id, e.team_id, w.name AS workflow, h.rank, e.blocked_by,
+       extract(epoch FROM statement_timestamp() - e.created_at)::float8 AS wait_seconds,
        e.blocked_by_limit, e.concurrency_key, e.not_before, e.priority, e.created_at
   FROM (SELECT DISTINCT workflow_id, 0 AS per_key, %(limit)s::int AS "limit",
                false AS rate_per_key, 0 AS rate_max, NULL::float8 AS rate_period,
@@ -35,7 +36,7 @@ SELECT e.id, e.team_id, w.name, h.rank, e.blocked_by,
   JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
 UNION ALL
 SELECT d.id, d.team_id, w.name, NULL, d.blocked_by,
-       extract(epoch FROM statement_timestamp() - d.created_at),
+       extract(epoch FROM statement_timestamp() - d.created_at)::float8,
        d.blocked_by_limit, d.concurrency_key, d.not_before, d.priority, d.created_at
   FROM (SELECT e.*, row_number() OVER (PARTITION BY e.team_id ORDER BY e.not_before, e.id)
                     AS team_rank
@@ -48,13 +49,14 @@ SELECT d.id, d.team_id, w.name, NULL, d.blocked_by,
 -- The slot holders of each team, oldest first, with their steps' progress: a fan-out step's
 -- parent row (it holds the items) counts as one step per item, as its branches are created
 -- lazily; its steps waiting for step-scope limits and those limits' names (docs/limits.md).
-SELECT id, team_id, name, status, elapsed, done, total, waiting, waiting_for FROM (
+SELECT id, team_id, name AS workflow, status, elapsed AS elapsed_seconds, done AS steps_done,
+       total AS steps_total, waiting AS steps_waiting, waiting_for FROM (
   SELECT e.id, e.team_id, w.name, e.status, e.created_at, st.done, st.total, st.waiting,
          (SELECT string_agg(DISTINCT l.name, ', ' ORDER BY l.name)
             FROM executions_stepexecution ws JOIN teams_namedlimit l ON l.id = ANY(ws.limit_ids)
            WHERE ws.execution_id = e.id AND ws.status = 'waiting') AS waiting_for,
          extract(epoch FROM statement_timestamp()
-                 - coalesce(e.started_at, e.promoted_at, e.created_at)) AS elapsed,
+                 - coalesce(e.started_at, e.promoted_at, e.created_at))::float8 AS elapsed,
          row_number() OVER (PARTITION BY e.team_id ORDER BY e.created_at, e.id) AS team_rank
     FROM executions_execution e
     JOIN workflows_workflowdefinition w ON w.id = e.workflow_id

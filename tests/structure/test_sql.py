@@ -1,4 +1,5 @@
-"""SQL has one home, executions/sql/: every named query is used, and every name used exists."""
+"""SQL has one home, the data room (executions/, its statements in executions/sql/): every named
+query is used, every name used exists, and no other room runs SQL but those listed."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import re
 from pathlib import Path
 
 from executions import sql
+from teams.models import ApiKey, Team
+from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ["mantle_site", "core", "teams", "workflows", "executions", "engine", "api", "dashboard"]
@@ -68,4 +71,60 @@ def test_the_slot_holding_statuses_are_written_once():
     assert not written, (
         f"('pending', 'running') written out in {written}: write {{slot_holding}} in a named "
         "query of executions/sql/, or use executions.models.SLOT_HOLDING in Python"
+    )
+
+
+# Where a statement may run besides the data room (executions/: its .sql files, the services and
+# selectors that run them, typed rows): each place with why. The list only shrinks.
+DATA_ROOM = "executions"
+RAW_SQL = re.compile(r"cursor\.execute\(|\.cursor\(\)")
+SQL_ELSEWHERE = {
+    "core/locks.py": "the advisory locks, below every room (docs/architecture.md, lock order)",
+    "api/health.py": "the health probe's one read of the server's role",
+    "engine/dispatch.py": "the claims, being rewritten: to move into the data room",
+    "engine/orchestrator.py": "the advance's lock of its executions: to move into the data room",
+    "engine/reaper.py": "the reaper's expired leases: to move into the data room",
+}
+
+
+def test_sql_runs_in_the_data_room_only():
+    running = set()
+    for folder in PRODUCT:
+        for path in (ROOT / folder).rglob("*.py"):
+            module = str(path.relative_to(ROOT))
+            if folder == DATA_ROOM or "migrations" in path.parts:
+                continue
+            if RAW_SQL.search(path.read_text()):
+                running.add(module)
+    outside = sorted(running - set(SQL_ELSEWHERE))
+    assert not outside, (
+        f"SQL runs outside the data room in {outside}: write the statement as a named block of "
+        "executions/sql/*.sql and run it from a selector or service of executions/ that returns "
+        "typed rows (executions.sql.rows.rows_as), and call that"
+    )
+    gone = sorted(set(SQL_ELSEWHERE) - running)
+    assert not gone, f"{gone} run no SQL any more: take them off SQL_ELSEWHERE"
+
+
+def test_a_requests_resolution_reads_every_field_but_a_versions_body():
+    """executions/sql/resolution.sql names its columns: a field added to one of its models must
+    be read there too, or admission reads it in a query of its own on every request."""
+    models = {"team": Team, "workflow": WorkflowDefinition, "version": WorkflowVersion}
+    unread = set()
+    for name, own in (
+        ("api_key_with_workflow", ("key", ApiKey)),
+        ("webhook_by_path", ("hook", WebhookPath)),
+    ):
+        named = set(re.findall(r'AS "(\w+\.\w+)"', sql.queries[name]))
+        for prefix, model in [own, *models.items()]:
+            fields = {f"{prefix}.{field.attname}" for field in model._meta.concrete_fields}
+            unread |= {f"{name}: {field}" for field in fields - named}
+    unread -= {
+        f"{name}: version.{body}"
+        for name in ("api_key_with_workflow", "webhook_by_path")
+        for body in ("content", "spec")
+    }
+    assert not unread, (
+        f"fields the request path does not read: {sorted(unread)}. Add each to the SELECT of its "
+        'block in executions/sql/resolution.sql as <alias>.<column> AS "<model>.<field>"'
     )

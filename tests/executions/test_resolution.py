@@ -3,10 +3,10 @@ its path."""
 
 from __future__ import annotations
 
+from executions.resolution import api_key_with_workflow, webhook_by_path
 from teams.models import ApiKey
 from teams.services import api_key_create
 from tests.factories import workflow_yaml
-from workflows.selectors import api_key_with_workflow, webhook_by_path
 from workflows.services import workflow_apply
 
 

@@ -1,0 +1,18 @@
+"""Rows as types: a statement's columns are named as the fields of a dataclass, and each row
+becomes one instance, so a column missing, extra or renamed fails at once (never a value read
+from the wrong place) and mypy sees every field where the rows are used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.db.backends.utils import CursorWrapper
+
+T = TypeVar("T")
+
+
+def rows_as(cursor: CursorWrapper, row_type: Callable[..., T]) -> list[T]:
+    """The rows of the cursor's last statement, each as `row_type(**columns)`."""
+    names = [column.name for column in cursor.description]
+    return [row_type(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
