@@ -205,8 +205,8 @@ class StepStatus(models.TextChoices):
 
 class StepExecution(models.Model):
     execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="steps")
-    # The execution's team, copied by the database on insert (the trigger of migration 0018,
-    # whatever the row's path; an execution never changes team): the claim's index is per
+    # The execution's team, copied by the database on insert (executions/sql/triggers.sql,
+    # step_team: whatever the row's path; an execution never changes team): the claim's index is per
     # team (step_claim_order). No constraint of its own: the row goes with its execution.
     team = models.ForeignKey(
         Team,

@@ -23,7 +23,7 @@ from core import locks
 from executions.models import QUEUED_OR_HOLDING, SLOT_HOLDING, TERMINAL
 
 # The channel on which every row that becomes pending (an execution or a step) is announced, at
-# commit, by the trigger of migration 0005: the step workers LISTEN on it.
+# commit, by the triggers of triggers.sql: the step workers LISTEN on it.
 WORK_CHANNEL = "mantle_work"
 
 _HERE = Path(__file__).parent
@@ -82,9 +82,10 @@ def _variables(statement: str) -> str:
     return _PARAM.sub(r"_\1", statement)
 
 
-# The PL/pgSQL functions, each written out whole in a file of its own.
-_FUNCTIONS = ("mantle_admit.sql", "mantle_claim_limited.sql")
-_SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _FUNCTIONS)
+# What lives in the database, each written out whole in a file of its own: the PL/pgSQL functions
+# and the triggers.
+_INSTALLED = ("mantle_admit.sql", "mantle_claim_limited.sql", "triggers.sql")
+_SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _INSTALLED)
 _BLOCKS = _blocks(_SOURCES)
 
 queries: dict[str, str] = {name: _render(body, _BLOCKS) for name, body in _BLOCKS.items()}
@@ -124,6 +125,24 @@ CLAIM_LIMITED_FUNCTION = _render(
     {**_BLOCKS, **CLAIM_LOCKS_IN_FUNCTION},
     in_function=True,
 )
+
+TRIGGERS = (_HERE / "triggers.sql").read_text()
+
+# What the executions' migrations install (every statement replaces what it creates) and take
+# back.
+INSTALL = "\n;\n".join((TRIGGERS, ADMIT_FUNCTION, CLAIM_LIMITED_FUNCTION))
+UNINSTALL = """
+DROP FUNCTION mantle_claim_limited;
+DROP FUNCTION mantle_admit;
+DROP TRIGGER step_team ON executions_stepexecution;
+DROP FUNCTION mantle_step_team();
+DROP TRIGGER named_limit_raised_notify ON teams_namedlimit;
+DROP TRIGGER step_limit_freed_notify ON executions_stepexecution;
+DROP TRIGGER step_waiting_notify ON executions_stepexecution;
+DROP TRIGGER step_pending_notify ON executions_stepexecution;
+DROP TRIGGER execution_pending_notify ON executions_execution;
+DROP FUNCTION mantle_notify_work();
+"""
 
 
 def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:

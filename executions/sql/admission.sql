@@ -130,7 +130,7 @@ SELECT count(*) - (%(superseded)s IS NOT NULL)::int >= %(max_queued)s
 
 -- name: admitted_announced_after_commit
 -- Marks the pending execution this transaction admits: the trigger that announces a row that
--- becomes pending at its commit (migration 0016) passes it over, and the admission announces it
+-- becomes pending at its commit (triggers.sql) passes it over, and the admission announces it
 -- right after its commit instead (wake_workers).
 SELECT set_config('mantle.admitted', %(id)s::text, true) AS admitted
 

@@ -12,7 +12,7 @@
 -- snapshot in READ COMMITTED: the units counted after the locks see every claim committed before
 -- they were granted, and no other claim can make a step running under these limits until this
 -- one commits. A step ending (completed, failed, cancelled, its lease lost) only frees units, so
--- it needs no lock: its commit NOTIFYs (migration 0018's trigger) and the claimer comes back.
+-- it needs no lock: its commit NOTIFYs (triggers.sql) and the claimer comes back.
 --
 -- Order: the teams in turn (each team's first waiting step by execution priority then age, then
 -- each team's second, ...; within a turn the team holding fewest units of these limits first),

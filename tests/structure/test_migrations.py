@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
+import re
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from executions import sql
-
-MIGRATIONS = Path(__file__).resolve().parents[2] / "executions" / "migrations"
 
 
 @pytest.mark.django_db
@@ -18,27 +16,40 @@ def test_no_model_change_lacks_a_migration():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
 
 
-def test_the_migrations_install_the_admission_function_the_code_builds():
-    latest = None
-    for path in sorted(MIGRATIONS.glob("0*.py")):
-        module = importlib.import_module(f"executions.migrations.{path.stem}")
-        if "FUNCTION mantle_admit(" in getattr(module, "ADMIT_FUNCTION", ""):
-            latest = module
-    assert latest is not None, "no migration installs mantle_admit"
-    assert latest.ADMIT_FUNCTION.strip() == sql.ADMIT_FUNCTION.strip(), (
-        "executions/sql/ builds a different mantle_admit than the migrations install: add a "
-        "migration that runs the new sql.ADMIT_FUNCTION (frozen as a literal), like 0004"
-    )
+# The database's own text of what executions/sql installs, to compare with the files.
+_INSTALLED = """
+SELECT p.proname, p.prosrc FROM pg_proc p
+ WHERE p.proname IN ('mantle_admit', 'mantle_claim_limited', 'mantle_notify_work',
+                     'mantle_step_team')
+"""
+_TRIGGERS = """
+SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE NOT t.tgisinternal
+"""
 
 
-def test_the_migrations_install_the_limit_aware_claim_the_code_builds():
-    latest = None
-    for path in sorted(MIGRATIONS.glob("0*.py")):
-        module = importlib.import_module(f"executions.migrations.{path.stem}")
-        if "FUNCTION mantle_claim_limited(" in getattr(module, "CLAIM_LIMITED_FUNCTION", ""):
-            latest = module
-    assert latest is not None, "no migration installs mantle_claim_limited"
-    assert latest.CLAIM_LIMITED_FUNCTION.strip() == sql.CLAIM_LIMITED_FUNCTION.strip(), (
-        "executions/sql/ builds a different mantle_claim_limited than the migrations install: "
-        "add a migration that runs the new sql.CLAIM_LIMITED_FUNCTION (frozen as a literal)"
-    )
+def _body(function: str) -> str:
+    """The text between a function's dollar quotes, as PostgreSQL keeps it (pg_proc.prosrc)."""
+    match = re.search(r"\bAS (\$\w*\$)", function)
+    assert match, function[:200]
+    return function.split(match.group(1))[1]
+
+
+@pytest.mark.django_db
+def test_the_database_runs_the_functions_and_triggers_the_files_say():
+    with connection.cursor() as cursor:
+        cursor.execute(_INSTALLED)
+        installed = dict(cursor.fetchall())
+        cursor.execute(_TRIGGERS)
+        triggers = {name for name, _ in cursor.fetchall()}
+    files = {
+        "mantle_admit": sql.ADMIT_FUNCTION,
+        "mantle_claim_limited": sql.CLAIM_LIMITED_FUNCTION,
+        "mantle_notify_work": sql.TRIGGERS.split("FUNCTION mantle_notify_work()")[1],
+        "mantle_step_team": sql.TRIGGERS.split("FUNCTION mantle_step_team()")[1],
+    }
+    for name, text in files.items():
+        assert installed.get(name) == _body(text), (
+            f"the database's {name} is not what executions/sql says: a change to it needs a "
+            "migration that runs executions.sql.INSTALL (docs/architecture.md, The data room)"
+        )
+    assert triggers == set(re.findall(r"CREATE OR REPLACE TRIGGER (\w+)", sql.TRIGGERS))
