@@ -1,7 +1,7 @@
 """Promotion: queued → pending, as far as free team, named limit, workflow and key slots allow:
 within a workflow its keys round-robin, the least recently promoted key first, oldest first
-within a key (promotion.sql's fair_queue_heads); across the team's workflows the oldest head
-first.
+within a key (promotion.sql's fair_queue_heads, read through mantle_fair_heads.sql at a cost
+flat in the number of keys); across the team's workflows the oldest head first.
 
 Runs after the commit of every terminal transition (signals.py), when a limit is raised, from
 the engine clock for queues waiting for a rate window, from a resume, and from the backup poller.
@@ -191,7 +191,7 @@ def _fair_heads(
         if take <= 0:
             continue
         cursor.execute(
-            queries["fair_queue_heads"],
+            queries["fair_heads"],
             {
                 "workflow_id": workflow.id,
                 "per_key": workflow.per_key,

@@ -83,7 +83,12 @@ def _variables(statement: str) -> str:
 
 
 # The PL/pgSQL functions, each written out whole in a file of its own.
-_FUNCTIONS = ("mantle_admit.sql", "mantle_claim_limited.sql")
+_FUNCTIONS = (
+    "mantle_admit.sql",
+    "mantle_claim_limited.sql",
+    "mantle_fair_heads.sql",
+    "mantle_queued_turn.sql",
+)
 _SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _FUNCTIONS)
 _BLOCKS = _blocks(_SOURCES)
 
@@ -124,6 +129,14 @@ CLAIM_LIMITED_FUNCTION = _render(
     {**_BLOCKS, **CLAIM_LOCKS_IN_FUNCTION},
     in_function=True,
 )
+
+# Fair promotion's cursor: its reader, and the trigger function that keeps it.
+FAIR_HEADS_FUNCTION = _render(
+    _without_leading_comments((_HERE / "mantle_fair_heads.sql").read_text()),
+    _BLOCKS,
+    in_function=True,
+)
+QUEUED_TURN_FUNCTION = _without_leading_comments((_HERE / "mantle_queued_turn.sql").read_text())
 
 
 def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:

@@ -42,3 +42,23 @@ def test_the_migrations_install_the_limit_aware_claim_the_code_builds():
         "executions/sql/ builds a different mantle_claim_limited than the migrations install: "
         "add a migration that runs the new sql.CLAIM_LIMITED_FUNCTION (frozen as a literal)"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "frozen"),
+    [
+        ("mantle_fair_heads", "FAIR_HEADS_FUNCTION"),
+        ("mantle_queued_turn", "QUEUED_TURN_FUNCTION"),
+    ],
+)
+def test_the_migrations_install_the_promotion_functions_the_code_builds(name, frozen):
+    latest = None
+    for path in sorted(MIGRATIONS.glob("0*.py")):
+        module = importlib.import_module(f"executions.migrations.{path.stem}")
+        if f"FUNCTION {name}(" in getattr(module, frozen, ""):
+            latest = module
+    assert latest is not None, f"no migration installs {name}"
+    assert getattr(latest, frozen).strip() == getattr(sql, frozen).strip(), (
+        f"executions/sql/ builds a different {name} than the migrations install: add a "
+        f"migration that runs the new sql.{frozen} (frozen as a literal), like 0025"
+    )
