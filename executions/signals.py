@@ -48,7 +48,7 @@ class _Promote:
         self.__qualname__ = f"promote team {team_id}"
 
     def __call__(self) -> None:
-        promotion.queue_promote(self.team_id, trigger="completion")
+        promotion.queue_promote_after_terminal(self.team_id)
 
 
 def _promotion_pending(team_id: int) -> bool:

@@ -97,6 +97,23 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
     return ids
 
 
+def queue_promote_after_terminal(team_id: int) -> list[uuid.UUID]:
+    """The promotion after a terminal commit: none, and no wait for the team's lock, when
+    mantle_promotion_owed finds nothing of the team queued nor about to be by an admission that
+    counted the finished execution (mantle_promotion_owed.sql says why that is safe). An
+    unlimited team with no queue then finishes executions without its lock: the convoy of
+    completions behind its admissions is gone (docs/performance.md, Keys at scale)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries["promotion_owed"],
+            {"team_id": team_id, "team_namespace": locks.Namespace.TEAM},
+        )
+        (owed,) = cursor.fetchone()
+    if not owed:
+        return []
+    return queue_promote(team_id, trigger="completion")
+
+
 def queue_promote_all(*, trigger: str) -> int | None:
     """The backup poller: end what queued past its queue_timeout, then promote for every team
     with a queue. None when another run holds the poller lock (overlapping runs skip rather than

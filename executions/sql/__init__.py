@@ -88,6 +88,7 @@ _FUNCTIONS = (
     "mantle_claim_limited.sql",
     "mantle_fair_heads.sql",
     "mantle_queued_turn.sql",
+    "mantle_promotion_owed.sql",
 )
 _SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _FUNCTIONS)
 _BLOCKS = _blocks(_SOURCES)
@@ -137,6 +138,11 @@ FAIR_HEADS_FUNCTION = _render(
     in_function=True,
 )
 QUEUED_TURN_FUNCTION = _without_leading_comments((_HERE / "mantle_queued_turn.sql").read_text())
+
+# The lockless test of a terminal commit's promotion (mantle_promotion_owed.sql).
+PROMOTION_OWED_FUNCTION = _without_leading_comments(
+    (_HERE / "mantle_promotion_owed.sql").read_text()
+)
 
 
 def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:

@@ -131,6 +131,11 @@ SELECT q.id, q.priority, q.created_at, q.named_limits,
  ORDER BY rank
  LIMIT %(limit)s
 
+-- name: promotion_owed
+-- Whether a terminal commit owes its team a promotion, without its lock
+-- (mantle_promotion_owed.sql).
+SELECT mantle_promotion_owed(%(team_id)s::bigint, %(team_namespace)s::int)
+
 -- name: fair_heads
 -- fair_queue_heads' answer at a cost flat in the number of the workflow's keys, through its
 -- keys' turns (mantle_fair_heads.sql).

@@ -49,6 +49,7 @@ def test_the_migrations_install_the_limit_aware_claim_the_code_builds():
     [
         ("mantle_fair_heads", "FAIR_HEADS_FUNCTION"),
         ("mantle_queued_turn", "QUEUED_TURN_FUNCTION"),
+        ("mantle_promotion_owed", "PROMOTION_OWED_FUNCTION"),
     ],
 )
 def test_the_migrations_install_the_promotion_functions_the_code_builds(name, frozen):
