@@ -31,7 +31,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The benchmarks' own extra (DBOS, the peer of figures 5 and 6; pyinstrument): not needed to test.
+# The benchmarks' own extra (DBOS, the peer of figures 5 and 6; Prefect, the peer of figure 10;
+# pyinstrument): not needed to test.
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)
@@ -44,13 +45,14 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 		else echo "chromium missing: the browser tests will be skipped (sudo apt-get install chromium)"; fi; }
 
-# Debian's PgBouncer, iproute2 and PostgreSQL for the multi-host tests (tests/multihost: PgBouncer,
-# test hosts in network namespaces, which need root, and the failover tests' Patroni cluster, whose
-# Patroni comes with the test extra); without them those tests are skipped.
+# Debian's PgBouncer, iproute2, PostgreSQL and HAProxy for the multi-host tests (tests/multihost:
+# PgBouncer, test hosts in network namespaces, which need root, and the failover tests' Patroni
+# cluster, whose Patroni comes with the test extra, and HAProxy following its leader); without
+# them those tests are skipped.
 hosts:
-	@command -v pgbouncer >/dev/null && command -v ip >/dev/null && ls /usr/lib/postgresql/*/bin/pg_rewind >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq pgbouncer iproute2 postgresql >/dev/null; \
-		else echo "pgbouncer, iproute2 or postgresql missing: the multi-host tests will be skipped (sudo apt-get install pgbouncer iproute2 postgresql)"; fi; }
+	@command -v pgbouncer >/dev/null && command -v ip >/dev/null && command -v haproxy >/dev/null && ls /usr/lib/postgresql/*/bin/pg_rewind >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq pgbouncer iproute2 postgresql haproxy >/dev/null; \
+		else echo "pgbouncer, iproute2, postgresql or haproxy missing: the multi-host tests will be skipped (sudo apt-get install pgbouncer iproute2 postgresql haproxy)"; fi; }
 
 run: $(RUN_STAMP)
 	$(BIN)/mantle migrate --no-input

@@ -13,16 +13,12 @@ what was found is kept: an unknown key or path always reads the tables.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
-
 from api.errors import ApiError
+from core.caches import BoundedCache
 from executions.services.admission import ResolutionStale
 from teams.models import ApiKey
 from workflows.models import WebhookPath, WorkflowDefinition
 from workflows.schema import InvalidInputs
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 # What a request resolved from a cache can fail with before anything is admitted: its body or
 # its inputs (of the version the cache holds), the signature (of the secret it holds), or the
@@ -30,27 +26,7 @@ V = TypeVar("V")
 BEFORE_ADMISSION = (ResolutionStale, ApiError, InvalidInputs)
 
 
-class Cache(Generic[K, V]):
-    """A bounded dict: a process serving more keys, workflows or hooks starts over rather than
-    grow. Its threads share the entries, which they only read."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._size = size
-        self._entries: dict[K, V] = {}
-
-    def get(self, key: K) -> V | None:
-        return self._entries.get(key)
-
-    def put(self, key: K, value: V) -> None:
-        if len(self._entries) >= self._size:
-            self._entries.clear()
-        self._entries[key] = value
-
-    def forget(self, key: K) -> None:
-        self._entries.pop(key, None)
-
-
 # (API key hash, workflow name) -> the key with its team, the workflow with its current version.
-RUNS: Cache[tuple[str, str], tuple[ApiKey, WorkflowDefinition]] = Cache()
+RUNS: BoundedCache[tuple[str, str], tuple[ApiKey, WorkflowDefinition]] = BoundedCache()
 # Hook path -> the webhook trigger with its workflow, team and current version.
-HOOKS: Cache[str, WebhookPath] = Cache()
+HOOKS: BoundedCache[str, WebhookPath] = BoundedCache()

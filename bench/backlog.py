@@ -24,10 +24,11 @@ ROUNDS = 20
 GOAL = 0.8  # the claim at 100,000 pending at least this fast, relative to the empty one
 
 _BRANCHES = """
-INSERT INTO executions_stepexecution (execution_id, name, fanout_index, status, attempt,
-                                      error, lease_owner)
-SELECT %(execution)s, 'branch', n, 'pending', 1, '', ''
-  FROM generate_series(%(first)s, %(last)s) AS n
+INSERT INTO executions_stepexecution (execution_id, team_id, name, fanout_index, status,
+                                      attempt, error, lease_owner, rate_key, rate_units)
+SELECT e.id, e.team_id, 'branch', n, 'pending', 1, '', '', '', 0
+  FROM executions_execution e, generate_series(%(first)s, %(last)s) AS n
+ WHERE e.id = %(execution)s
 """
 
 

@@ -1,5 +1,6 @@
-"""What a scenario of figures 5 and 6 measured, on either side (Mantle or the peer), and the
-most intervals seen overlapping. Free of Django: the peer's process imports it too."""
+"""What a scenario of figures 5, 6 and 10 measured, on either side (Mantle or the peer), the
+most intervals seen overlapping, and the hand-offs between them. Free of Django: the peers'
+processes and harnesses import it too."""
 
 from __future__ import annotations
 
@@ -36,3 +37,17 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
         running += delta
         most = max(most, running)
     return most
+
+
+def handoffs_ms(intervals: list[tuple[float, float]], skip: int) -> list[float]:
+    """For each interval (start, end) that started after the first `skip` (those found a unit
+    free), the time from the latest end before its start to its start, in milliseconds."""
+    starts = sorted(start for start, _ in intervals)[skip:]
+    ends = sorted(end for _, end in intervals)
+    gaps, i = [], 0
+    for start in starts:
+        while i < len(ends) and ends[i] <= start:
+            i += 1
+        if i:
+            gaps.append((start - ends[i - 1]) * 1000)
+    return gaps

@@ -6,14 +6,20 @@ workflow (no-op, 0.1 s of work, no-op) on a fresh `mantle serve` with its defaul
 - execution scope: the same workflow under `max_parallel_executions: 10`, which holds each slot
   for the whole execution (the ratio of the two shows what step scope buys);
 - hand-off: each time a middle step ends, how long until the next waiting one starts (the
-  latest end before each start that waited, over every start after the first 10), p99.
+  latest end before each start that waited, over every start after the first 10), p99;
+- the peer, right after the step-scope run: Prefect 3 on the same scenario, its global
+  concurrency limit taken inside the middle task (bench.prefect_server, bench.prefect_peer),
+  scaled down to PEER_EXECUTIONS chains cut at PEER_DEADLINE (it completes about one a second
+  here): its completions per second and hand-off p99 against Mantle's.
 """
 
 from __future__ import annotations
 
-from bench import capacity
-from bench.engine import _on_mantle
-from bench.measure import Measure
+import time
+
+from bench import capacity, prefect_server
+from bench.engine import _on_mantle, _progress
+from bench.measure import Measure, handoffs_ms
 from bench.report import Report, Row, percentile
 from executions.models import StepExecution
 from teams.models import Team
@@ -25,6 +31,10 @@ WORK_SECONDS = 0.1
 IDEAL = LIMIT / WORK_SECONDS  # completions per second
 THROUGHPUT_GOAL = 0.9  # of the ideal
 HANDOFF_GOAL_MS = 50.0
+PEER_EXECUTIONS = 200
+PEER_DEADLINE = 120.0  # seconds; what finished by then is Prefect's rate
+PEER_RATE_GOAL = 10.0  # Mantle's completions/s over Prefect's
+PEER_HANDOFF_GOAL = 0.1  # Mantle's hand-off p99 over Prefect's
 
 
 def _steps(limits: str) -> str:
@@ -40,20 +50,14 @@ def _steps(limits: str) -> str:
 def _handoffs_ms(measure_of: str) -> list[float]:
     """For each middle step that started after the first LIMIT, the time from the latest end of
     a middle step before its start to its start."""
-    rows = list(
-        StepExecution.objects.filter(
-            execution__workflow__name=measure_of, name="work", started_at__isnull=False
-        ).values_list("started_at", "completed_at")
-    )
-    starts = sorted(start for start, _ in rows)[LIMIT:]
-    ends = sorted(end for _, end in rows if end is not None)
-    gaps, i = [], 0
-    for start in starts:
-        while i < len(ends) and ends[i] <= start:
-            i += 1
-        if i:
-            gaps.append((start - ends[i - 1]).total_seconds() * 1000)
-    return gaps
+    rows = StepExecution.objects.filter(
+        execution__workflow__name=measure_of, name="work", started_at__isnull=False
+    ).values_list("started_at", "completed_at")
+    intervals = [
+        (started.timestamp(), completed.timestamp() if completed else float("inf"))
+        for started, completed in rows
+    ]
+    return handoffs_ms(intervals, LIMIT)
 
 
 def run(results: Report) -> None:
@@ -73,6 +77,12 @@ def run(results: Report) -> None:
         return measure
 
     step = _on_mantle("step scope", stepped)
+    peer_started = time.monotonic()
+    peer = prefect_server.run(
+        executions=PEER_EXECUTIONS, limit=LIMIT, seconds=WORK_SECONDS, deadline=PEER_DEADLINE
+    )
+    peer_seconds = time.monotonic() - peer_started
+    _progress("Prefect step scope", peer.measure)
     whole = _on_mantle(
         "execution scope", lambda base: capacity.through_service(execution_scope, EXECUTIONS)
     )
@@ -107,5 +117,52 @@ def run(results: Report) -> None:
             "",
             f"< {HANDOFF_GOAL_MS:g} ms",
             "yes" if p99 < HANDOFF_GOAL_MS else "no",
+        )
+    )
+    _add_peer_rows(results, step, handoffs, peer)
+    results.notes.append(
+        "figure 10: the peer is Prefect 3 (bench/prefect_server.py: a fresh `prefect server"
+        " start` with its defaults, analytics off, on its own database of the same PostgreSQL;"
+        " the limit made with `prefect gcl create`; bench/prefect_peer.py: one flow on its"
+        " default ThreadPoolTaskRunner submitting each execution as three dependent tasks, the"
+        " middle one inside `concurrency(name, occupy=1)`), run right after Mantle's step-scope"
+        f" run, {PEER_EXECUTIONS} executions cut at {PEER_DEADLINE:g} s ({peer_seconds:.0f} s"
+        " with its server's start and stop); its hand-off is from a task's slot released (the"
+        " release call returned) to the next task's slot granted, both read in its process"
+    )
+
+
+def _add_peer_rows(
+    results: Report, step: Measure, handoffs: list[float], peer: prefect_server.PeerResult
+) -> None:
+    theirs = peer.measure
+    cut = "" if theirs.finished else f", cut at {PEER_DEADLINE:g} s: {theirs.done} done"
+    ratio = step.rate / theirs.rate if theirs.rate else float("inf")
+    results.add(
+        Row(
+            "10",
+            f"the same beside Prefect 3 (concurrency() inside the task, its own server on the"
+            f" same PostgreSQL; {theirs.count} executions{cut}): completions/s",
+            f"{step.rate:.1f}/s",
+            f"Prefect {theirs.rate:.2f}/s, {theirs.max_running} at once",
+            f"{ratio:.1f}",
+            f">= {PEER_RATE_GOAL:g}",
+            "yes" if step.finished and not step.failed and ratio >= PEER_RATE_GOAL else "no",
+        )
+    )
+    if theirs.failed:
+        results.notes.append(
+            f"figure 10: {theirs.failed} of Prefect's chains failed: {'; '.join(peer.errors)}"
+        )
+    ours, their_p99 = percentile(handoffs, 99), percentile(peer.handoffs_ms, 99)
+    results.add(
+        Row(
+            "10",
+            "hand-off p99 beside Prefect's (its slot released → the next slot granted)",
+            f"{ours:.1f} ms",
+            f"Prefect p99 {their_p99:.0f} ms, p50 {percentile(peer.handoffs_ms, 50):.0f} ms",
+            f"{ours / their_p99:.3f}" if their_p99 else "",
+            f"< {PEER_HANDOFF_GOAL:g}",
+            "yes" if their_p99 and ours / their_p99 < PEER_HANDOFF_GOAL else "no",
         )
     )

@@ -1,16 +1,14 @@
-"""The engine's clock: the reaper every `engine.reaper_interval`, the backup promotion poller
-every `engine.queue_poll_interval`, cron triggers every second, the dashboard's queue samples
-every 20 s, and every tick the promotion of queues waiting for a rate window or a debounce (a
-window admits one again, a debounce passes, at a moment no completion announces) and the
-admission of delayed runs now due.
+"""The engine's clock: what needs a tick finer than django-q2's schedules (engine/schedules.py)
+give. The reaper every `engine.reaper_interval`, the backup promotion poller (queue timeouts
+first) every `engine.queue_poll_interval`, cron triggers every second, and every tick the
+promotion of queues waiting for a rate window or a debounce (a window admits one again, a
+debounce passes, at a moment no completion announces) and the admission of delayed runs now due.
 
 It runs in a process of its own (`manage.py mantle_clock`, one per `mantle serve` that runs
 workers), apart from the step workers: a hung step worker never stops the reaper that recovers
 its steps, and no backlog of steps delays a tick. It ticks in one process at a time across all
 machines: the one holding a session advisory lock, which PostgreSQL releases when its connection
-or process dies; the others try again every STANDBY seconds. The django-q2 schedule
-`mantle-engine-clock` (schedules.py) adds one pass a minute (`run_once`) for a cluster started
-without `mantle serve`.
+or process dies; the others try again every STANDBY seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from django.db import connection
 
 from core import locks
 from engine import cron, reaper
-from executions.services import promotion, queue_samples, scheduled
+from executions.services import promotion, scheduled
 
 RESOLUTION = 0.25  # seconds between looks at what is due
 STANDBY = 1.0  # seconds between attempts to take the clock over
@@ -34,7 +32,6 @@ STANDBY = 1.0  # seconds between attempts to take the clock over
 # run on other connections) is found out within this.
 SPAN = 30.0
 CRON_INTERVAL = 1.0
-QUEUE_SAMPLE_INTERVAL = 20.0  # the dashboard's queue-depth chart has one-minute buckets
 
 logger = logging.getLogger(__name__)
 
@@ -59,14 +56,6 @@ def run_forever(stop: threading.Event) -> None:
     connection.close()
 
 
-def run_once() -> bool:
-    """One pass, unless a step worker's clock holds the lock; False then."""
-    with locks.session_lock(locks.Namespace.ENGINE_TICKER) as lock:
-        if lock.held:
-            _tick_safely({})
-        return lock.held
-
-
 def _tick_safely(state: dict[str, Any]) -> bool:
     try:
         tick(state)
@@ -88,8 +77,6 @@ def tick(state: dict[str, Any]) -> None:
         promotion.queue_promote_all(trigger="poller")
     promotion.queue_promote_waiting_for_time()
     scheduled.scheduled_admit_due()
-    if _due(state, "queue_samples", QUEUE_SAMPLE_INTERVAL, now):
-        queue_samples.queue_sample_record()
     if _due(state, "cron", CRON_INTERVAL, now):
         since = state.get("cron_until", now)
         cron.admit_due(

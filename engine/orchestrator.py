@@ -28,6 +28,7 @@ from django.db.models import Count, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from core.caches import BoundedCache
 from engine import dispatch
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import lifecycle
@@ -47,7 +48,7 @@ LIVE = frozenset({StepStatus.PENDING, StepStatus.WAITING, StepStatus.RUNNING})
 FANOUT_WINDOW = 1000  # branch rows of one fan-out pending or running at once, at most
 
 
-_SPECS: dict[int, WorkflowSpec] = {}
+_SPECS: BoundedCache[int, WorkflowSpec] = BoundedCache()
 
 
 def spec_by_id(version_id: int) -> WorkflowSpec:
@@ -65,10 +66,7 @@ def spec_kept(version_id: int) -> WorkflowSpec | None:
 
 
 def _keep(version_id: int, raw: dict[str, Any]) -> WorkflowSpec:
-    if len(_SPECS) >= 1024:
-        _SPECS.clear()
-    spec = _SPECS[version_id] = WorkflowSpec.from_dict(raw)
-    return spec
+    return _SPECS.put(version_id, WorkflowSpec.from_dict(raw))
 
 
 def expression_context(

@@ -1,9 +1,9 @@
-"""django-q2 schedules, declared here and upserted idempotently at start-up (`mantle serve`).
-
-`mantle-engine-clock` runs one pass of the engine clock (engine/clock.py) every minute, for a
-cluster without step workers; where step workers run, their clock ticks every 0.25 s and this
-pass finds the clock's lock held and does nothing. `mantle-prune` runs the retention pass
-every hour (executions/services/retention.py).
+"""The periodic passes django-q2 runs, declared here and upserted idempotently at start-up
+(`mantle serve`): the ones a minute early or late changes nothing for. django-q2's scheduler
+looks at its schedules every 30 s and counts in whole minutes, so what needs a finer tick stays
+in the engine clock (engine/clock.py): the reaper, the backup poller (with the queue timeouts it
+ends first) at `engine.queue_poll_interval`, cron triggers, and the rate windows, debounces and
+delayed runs that fall due between two ticks.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from django_q.models import Schedule
 from core import locks
 
 SCHEDULES = {
-    "mantle-engine-clock": {
-        "func": "engine.tasks.engine_clock",
+    # The dashboard's queue-depth chart has one bucket a minute.
+    "mantle-queue-samples": {
+        "func": "engine.tasks.queue_sample",
         "schedule_type": Schedule.MINUTES,
         "minutes": 1,
         "repeats": -1,

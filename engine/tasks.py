@@ -1,31 +1,14 @@
-"""django-q2 task entry points. Tasks take ids and are idempotent: every claim is conditional,
-so a task delivered twice does nothing the second time.
-
-Executions and steps do not travel through django-q2 (the step workers claim them from their
-tables, engine/dispatch.py); `run_execution` and `run_step` run the tasks the previous release
-queued."""
+"""django-q2 task entry points of the schedules (engine/schedules.py). Each is idempotent: a pass
+that runs twice, or on two machines at once, does nothing the second time that matters."""
 
 from __future__ import annotations
 
-import uuid
-
-from engine import clock, orchestrator
-from executions.services import lifecycle, retention
+from executions.services import queue_samples, retention
 
 
-def run_execution(execution_id: str) -> None:
-    """Start a pending execution: pending → running, then its first steps."""
-    if lifecycle.execution_start(uuid.UUID(execution_id)):
-        orchestrator.advance(uuid.UUID(execution_id))
-
-
-def run_step(step_id: int) -> None:
-    """Nothing to do: a pending step is claimed by a step worker, whoever announced it."""
-
-
-def engine_clock() -> None:
-    """The schedule `mantle-engine-clock`: one pass of the clock, unless a step worker runs it."""
-    clock.run_once()
+def queue_sample() -> None:
+    """The schedule `mantle-queue-samples`: one sample of every live queue."""
+    queue_samples.queue_sample_record()
 
 
 def prune() -> None:

@@ -5,4 +5,4 @@ class ExecutionsConfig(AppConfig):
     name = "executions"
 
     def ready(self) -> None:
-        from executions import signals  # noqa: F401  (connects the promotion receiver)
+        from executions import signals  # noqa: F401  (connects the receivers: the entries to promotion)

@@ -25,7 +25,7 @@ class Status(models.TextChoices):
 
 
 SLOT_HOLDING = (Status.PENDING, Status.RUNNING)
-LIVE = (Status.QUEUED, *SLOT_HOLDING)
+QUEUED_OR_HOLDING = (Status.QUEUED, *SLOT_HOLDING)
 TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
 
 
@@ -59,12 +59,12 @@ class Execution(models.Model):
     named_limits = ArrayField(models.BigIntegerField(), db_default=[], blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
     # The value of the workflow's concurrency_key, evaluated once at admission; "" when the
-    # workflow has none (workflows.flow).
+    # workflow has none (workflows.admission_values).
     concurrency_key = models.CharField(max_length=200, blank=True, default="")
     # 0-9, evaluated once at admission: a queue is promoted highest first, FIFO among equals.
     priority = models.PositiveSmallIntegerField(default=0)
     # The workflow's max_parallel_per_key when an expression gives it, evaluated once at
-    # admission (workflows.flow); null: the current version's count applies.
+    # admission (workflows.admission_values); null: the current version's count applies.
     key_limit = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     # Workers that died holding steps of this execution (one count per worker, the last one's

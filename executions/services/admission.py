@@ -20,12 +20,13 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from core import locks
+from core.caches import BoundedCache
 from executions import metrics
 from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, prepared_cursor, queries
 from teams.models import Team, effective_team_limit
-from workflows.flow import concurrency_key_value, key_limit_value, priority_value
+from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import WorkflowSpec, undeclared_given, validate_inputs
 
@@ -121,18 +122,13 @@ def blocked_by_name(execution: Execution) -> str | None:
 # The strategies that end an execution to make room for a newcomer (docs/limits.md).
 SUPERSEDING = (OnLimit.CANCEL_RUNNING, OnLimit.KEEP_LATEST)
 
-_SPECS: dict[tuple[int, str], WorkflowSpec] = {}
+_SPECS: BoundedCache[tuple[int, str], WorkflowSpec] = BoundedCache()
 
 
 def _spec(version: WorkflowVersion) -> WorkflowSpec:
     """A version never changes, so its parsed spec is kept, keyed by id and content hash."""
     key = (version.id, version.content_hash)
-    spec = _SPECS.get(key)
-    if spec is None:
-        if len(_SPECS) >= 1024:
-            _SPECS.clear()
-        spec = _SPECS[key] = WorkflowSpec.from_dict(version.spec)
-    return spec
+    return _SPECS.get_or_make(key, lambda: WorkflowSpec.from_dict(version.spec))
 
 
 # The row as mantle_admit inserted it is loaded as a query would load it, without a query;

@@ -1,7 +1,8 @@
 """Transitions of an execution. Every terminal status is reached through `execution_finish` (or
 `execution_finish_locked`, its second half, for a row the caller already read under its lock, or
-`executions_finish_locked`, the same for many rows in one statement), which sends the row's
-post_save, so the receiver (signals.py) schedules promotion after commit."""
+`executions_finish_locked`, the same for many rows in one statement), whose write sends
+`executions_finished`: its one receiver, executions.signals.promote_after_finish, promotes the
+teams after commit."""
 
 from __future__ import annotations
 
@@ -10,12 +11,18 @@ import uuid
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
-from django.db.models.signals import post_save
+from django.dispatch import Signal
 from django.utils import timezone
 
 from core import locks
 from executions.models import TERMINAL, Execution, Status, StepExecution, StepStatus
 from executions.sql import queries
+
+# Sent by every terminal transition, inside its transaction, with `executions`: the rows it ended
+# (their new status set, team and workflow loaded). One statement ends a batch, where a save()
+# per row cost 130 times as much CPU (1.75 ms a row against 0.013 ms, measured at a load of 16),
+# so the batch announces itself rather than through each row's post_save.
+executions_finished = Signal()
 
 
 class ExecutionBusy(Exception):
@@ -57,14 +64,11 @@ def execution_finish_locked(execution: Execution, *, status: str, error: str = "
     return bool(executions_finish_locked([(execution, status, error)]))
 
 
-_FINISHED_FIELDS = frozenset({"status", "error", "blocked_by", "completed_at"})
-
-
 def executions_finish_locked(finishes: list[tuple[Execution, str, str]]) -> list[Execution]:
     """`execution_finish_locked` for many (execution, status, error) at once: one statement ends
-    the rows, one the steps of those that did not complete, then each row's post_save is sent
-    as its save would send it (the promotion after commit). Returns the executions it ended
-    (not those already terminal)."""
+    the rows, one the steps of those that did not complete, then `executions_finished` announces
+    them (the promotion after commit). Returns the executions it ended (not those already
+    terminal)."""
     now = timezone.now()
     ended = []
     for execution, status, error in finishes:
@@ -95,15 +99,7 @@ def executions_finish_locked(finishes: list[tuple[Execution, str, str]]) -> list
                 Q(status__in=[StepStatus.PENDING, StepStatus.WAITING])
                 | Q(status=StepStatus.RUNNING, lease_owner="")
             ).update(status=StepStatus.CANCELLED, completed_at=Now())
-        for execution in ended:
-            post_save.send(
-                sender=Execution,
-                instance=execution,
-                created=False,
-                update_fields=_FINISHED_FIELDS,
-                raw=False,
-                using=connection.alias,
-            )
+        executions_finished.send(sender=Execution, executions=ended)
     return ended
 
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from core import locks
-from executions.models import LIVE, Execution, StepStatus
+from executions.models import QUEUED_OR_HOLDING, Execution, StepStatus
 from teams.models import NamedLimit, Team
 from workflows.models import WorkflowDefinition
 
@@ -49,7 +49,7 @@ def named_limit_delete(*, team: Team, name: str) -> bool:
         )
         executions = (
             Execution.objects.filter(
-                Q(team=team, status__in=LIVE, named_limits__contains=[limit.id])
+                Q(team=team, status__in=QUEUED_OR_HOLDING, named_limits__contains=[limit.id])
                 | Q(steps__status__in=LIVE_STEPS, steps__limit_ids__contains=[limit.id])
             )
             .distinct()

@@ -26,7 +26,7 @@ from executions.models import Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
-from workflows.flow import priority_value
+from workflows.admission_values import priority_value
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs, WorkflowSpec, validate_inputs
 

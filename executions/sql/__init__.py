@@ -20,7 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from core import locks
-from executions.models import LIVE, SLOT_HOLDING, TERMINAL
+from executions.models import QUEUED_OR_HOLDING, SLOT_HOLDING, TERMINAL
 
 # The channel on which every row that becomes pending (an execution or a step) is announced, at
 # commit, by the trigger of migration 0005: the step workers LISTEN on it.
@@ -35,7 +35,7 @@ _PARAM = re.compile(r"%\((\w+)\)s")
 # does: the model's SLOT_HOLDING is their one source.
 FRAGMENTS = {
     "slot_holding": "(" + ", ".join(f"'{status}'" for status in SLOT_HOLDING) + ")",
-    "live": "(" + ", ".join(f"'{status}'" for status in LIVE) + ")",
+    "queued_or_holding": "(" + ", ".join(f"'{status}'" for status in QUEUED_OR_HOLDING) + ")",
     "terminal": "(" + ", ".join(f"'{status}'" for status in sorted(TERMINAL)) + ")",
 }
 

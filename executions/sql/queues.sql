@@ -45,7 +45,7 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
   JOIN teams_team t ON t.id = w.team_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
-    ON e.workflow_id = w.id AND e.status IN {live}
+    ON e.workflow_id = w.id AND e.status IN {queued_or_holding}
  WHERE w.team_id = ANY(%(team_ids)s)
  GROUP BY w.team_id, w.id, w.name, v.id, t.id
  ORDER BY w.name
@@ -95,7 +95,7 @@ SELECT b.workflow_id, b.key, b.queued, b.running, b.oldest_queued_at,
                               ORDER BY count(*) FILTER (WHERE e.status = 'queued') DESC,
                                        e.concurrency_key) AS rank
       FROM executions_execution e
-     WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {live} AND e.concurrency_key <> ''
+     WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {queued_or_holding} AND e.concurrency_key <> ''
      GROUP BY e.workflow_id, e.concurrency_key) AS b
   JOIN workflows_workflowdefinition w ON w.id = b.workflow_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
@@ -117,7 +117,7 @@ SELECT t.slug, w.name,
   JOIN teams_team t ON t.id = w.team_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
-    ON e.workflow_id = w.id AND e.status IN {live}
+    ON e.workflow_id = w.id AND e.status IN {queued_or_holding}
  GROUP BY t.id, w.id, v.id
 
 -- name: queue_sample_record
@@ -128,7 +128,7 @@ SELECT workflow_id,
        count(*) FILTER (WHERE status IN {slot_holding}),
        statement_timestamp()
   FROM executions_execution
- WHERE status IN {live}
+ WHERE status IN {queued_or_holding}
  GROUP BY workflow_id
 
 -- name: queue_sample_prune

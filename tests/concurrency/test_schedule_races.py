@@ -47,16 +47,15 @@ def test_without_the_lock_starts_together_duplicate_a_schedule(
 
 def test_a_start_merges_duplicates_and_drops_schedules_no_longer_declared() -> None:
     Schedule.objects.filter(name__startswith="mantle-").delete()
-    name = "mantle-engine-clock"
+    name = "mantle-prune"
     made = [
-        Schedule.objects.create(name=name, func="executions.worker.engine_clock", minutes=5)
-        for _ in range(3)
+        Schedule.objects.create(name=name, func="engine.tasks.prune", minutes=5) for _ in range(3)
     ]
-    Schedule.objects.create(name="mantle-retired", func="executions.worker.run_step")
+    Schedule.objects.create(name="mantle-engine-clock", func="engine.tasks.engine_clock")
     theirs = Schedule.objects.create(name="nightly-report", func="reports.nightly")
     schedules.upsert_schedules()
     kept = Schedule.objects.get(name=name)
     assert kept.pk == made[0].pk
-    assert (kept.func, kept.minutes) == ("engine.tasks.engine_clock", 1)
-    assert not Schedule.objects.filter(name="mantle-retired").exists()
+    assert (kept.func, kept.schedule_type) == ("engine.tasks.prune", Schedule.HOURLY)
+    assert not Schedule.objects.filter(name="mantle-engine-clock").exists()
     assert Schedule.objects.filter(pk=theirs.pk).exists()

@@ -73,12 +73,15 @@ def test_the_engine_runs_end_to_end_on_the_redis_broker(
         assert wait_terminal(execution).status == "completed"
 
 
-def test_the_clock_samples_queue_depth_for_the_dashboard(
+def test_the_schedules_sample_queue_depth_for_the_dashboard(
     engine: Callable[..., object], apply: Callable[..., WorkflowDefinition]
 ) -> None:
     workflow = apply(NAP)
-    run(workflow, seconds=30)
+    run(workflow, seconds=120)
     run(workflow, seconds=0)
     engine()
-    sample = wait_for(lambda: QueueSample.objects.filter(workflow=workflow, queued=1).first())
+    # django-q2's scheduler first looks at the schedules 30 s after its cluster starts.
+    sample = wait_for(
+        lambda: QueueSample.objects.filter(workflow=workflow, queued=1).first(), timeout=60
+    )
     assert sample.running == 1

@@ -25,8 +25,8 @@ def hang() -> None:
 
 def main(execution_id: str) -> None:
     with transaction.atomic():
-        # Registered before execution_finish's post_save receiver registers promotion's, so it
-        # runs first after the commit, and promotion's never runs.
+        # Registered before execution_finish's executions_finished receiver registers
+        # promotion's, so it runs first after the commit, and promotion's never runs.
         transaction.on_commit(hang)
         execution_finish(uuid.UUID(execution_id), status=Status.COMPLETED)
 

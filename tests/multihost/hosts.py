@@ -239,7 +239,7 @@ class AppHost:
         role: str | None,
         workers: int = 1,
         web_workers: int = 2,
-        engine: dict[str, float] | None = None,
+        engine: dict[str, float | str] | None = None,
     ) -> None:
         self.host = host
         self.url = f"http://{host.front}:{WEB_PORT}"

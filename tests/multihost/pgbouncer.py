@@ -66,6 +66,9 @@ class PgBouncer:
             "max_client_conn = 1000\n"
             # A server it cannot reach fails the client's query in seconds, not minutes.
             "server_connect_timeout = 3\n"
+            # ... and one that refused a login (no primary yet, in a failover) is tried again
+            # a second later, not 15.
+            "server_login_retry = 1\n"
             "query_wait_timeout = 10\n"
             # A client host lost mid-transaction must not keep its server connection (and the
             # row locks of its transaction) for TCP's hours: keepalives and a bound on idle

@@ -1,11 +1,16 @@
 """The database fails over under a webhook flood and nothing admitted is lost: two app hosts
 (`mantle serve`, web and workers, started once for the module and never restarted) reach a
-Patroni cluster (primary + synchronous standby + Raft witness) through a libpq multi-host URL.
+Patroni cluster (primary + synchronous standby + Raft witness): app1 through a libpq multi-host
+URL, app2 through a PgBouncer of its own in front of an HAProxy that follows Patroni's leader
+(tests/multihost/haproxy.py), its LISTEN sessions and clock lock on the multi-host URL.
 Signed webhooks with Idempotency-Keys come from clients that retry 503s; the primary's host is
 killed (SIGKILL of Patroni and PostgreSQL), switched over (patronictl), brought back as a standby,
 and partitioned away. Every key answered 202 (or 200 for a retried key) has exactly one execution
 on the new primary, every execution completes, and the team, workflow and key limits hold in
-every sample taken on whichever server is primary."""
+every sample taken on whichever server is primary.
+
+Each step calls a witness in the test process (tests/multihost/witness.py) that records when
+every attempt of it ran: no two attempts of one step overlap in time (fencing)."""
 
 from __future__ import annotations
 
@@ -23,22 +28,26 @@ import pytest
 from api.hooks import webhook_idempotency_key
 from tests.api.conftest import hook_yaml, sign
 from tests.factories import workflow_yaml
+from tests.multihost import haproxy, patroni, pgbouncer
 from tests.multihost import network as netns
-from tests.multihost import patroni
+from tests.multihost.haproxy import PooledPrimary
 from tests.multihost.hosts import AppHost
 from tests.multihost.network import Network
 from tests.multihost.patroni import TTL, PatroniCluster
 from tests.multihost.sampler import Sampler
+from tests.multihost.witness import StepWitness
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
 TEAM = "failover"
 SECRET = "failover-hook-secret"
-WEBHOOKS = 150  # at least, per test
-CLIENTS = 6
-PACE = 0.1  # seconds a client waits between two webhooks
-AFTER = 3.0  # seconds the flood goes on after the disruption
-TEAM_LIMIT, WORKFLOW_LIMIT, KEY_LIMIT = 6, 4, 2
+WEBHOOKS = 400  # per disruption; the disruption comes once a third of them are answered
+CLIENTS = 8
+PACE = 0.05  # seconds a client waits between two webhooks
+# Each limit is reached (the sampler's maxima are asserted above 0 and printed): the workflow's
+# 6 below its 3 keys' 9, the team's 10 below the open workflow's backlog. The flood and its
+# drain take most of each test's time: these limits run it at 10 at once.
+TEAM_LIMIT, WORKFLOW_LIMIT, KEY_LIMIT = 10, 6, 3
 KEYED = (
     'concurrency_key: "{{ trigger.payload.customer }}"\n'
     f"max_parallel_per_key: {KEY_LIMIT}\n"
@@ -46,11 +55,22 @@ KEYED = (
 )
 # A step whose worker could not renew its lease while no primary answered is run again
 # (docs/operations.md, Database failover): the reaper fails an attempt whose lease expired.
-STEP = (
-    "  - name: work\n    action: test/sleep\n    params: {seconds: 0.1}\n"
-    "    retry: {max_attempts: 3}\n"
-)
-ENGINE = {"step_lease": 3.0}
+# Its work is a call to the witness, held HOLD seconds, naming its execution and step.
+STEP = """\
+  - name: work
+    action: http/request
+    params:
+      method: POST
+      url: {url}
+      body: {{execution: "{{{{ execution.id }}}}", step: work}}
+    retry: {{max_attempts: 3}}
+"""
+HOLD = 0.1
+# Shorter than the kill's outage (Patroni's ttl), so the steps running at the kill are run again;
+# longer than a worker takes to renew on the new primary once it is up (a dead link found in 3 s,
+# a dead host's connect_timeout of 2 s passed): with 3 s a step's second lease could expire too,
+# and the reaper quarantines an execution that lost two leases (engine/reaper.py).
+STEP_LEASE = 10.0
 GIVE_UP = 120.0  # seconds a client retries one key
 EXECUTIONS_SQL = """
 SELECT e.idempotency_key, e.status FROM executions_execution e
@@ -76,6 +96,7 @@ class Attempt:
 class Delivery:
     path: str
     key: str
+    app: int  # the index of the app host it is sent to
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -87,17 +108,20 @@ class Delivery:
 class Failover:
     network: Network
     cluster: PatroniCluster
-    apps: list[AppHost]
+    apps: list[AppHost]  # app1 straight to the primary, app2 through PgBouncer
+    witness: StepWitness
 
 
 @pytest.fixture(scope="module")
 def failover() -> Iterator[Failover]:
-    why = netns.missing() or patroni.missing()
+    why = netns.missing() or patroni.missing() or pgbouncer.missing() or haproxy.missing()
     if why:
         pytest.skip(why)
     network = Network()
     cluster: PatroniCluster | None = None
+    pooled: PooledPrimary | None = None
     apps: list[AppHost] = []
+    witness = StepWitness(f"{network.front_net}.1", HOLD).__enter__()
     try:
         app_hosts = [network.add_host(f"app{n}", 10 + n, front=True) for n in (1, 2)]
         cluster = PatroniCluster(network)
@@ -108,28 +132,36 @@ def failover() -> Iterator[Failover]:
             "from teams.services import team_create\n"
             "from workflows.services import workflow_apply\n"
             f"team = team_create(slug={TEAM!r}, max_concurrent_executions={TEAM_LIMIT})\n"
-            f"for content in {documents()!r}:\n"
+            f"for content in {documents(witness.url)!r}:\n"
             "    workflow_apply(team=team, content=content)\n"
         )
+        # The steps may call the witness on the test process's front address.
+        engine = {"step_lease": STEP_LEASE, "http": f"{{allow: [{network.front_net}.1]}}"}
+        pooled = PooledPrimary(app_hosts[1], cluster)
         apps = [
-            AppHost(host, cluster, role=None, web_workers=3, engine=ENGINE) for host in app_hosts
+            AppHost(host, database, role=None, web_workers=3, engine=engine)
+            for host, database in zip(app_hosts, (cluster, pooled), strict=True)
         ]
         deadline = time.monotonic() + 90
         for app in apps:
             app.wait_ready(deadline)
-        yield Failover(network, cluster, apps)
+        yield Failover(network, cluster, apps, witness)
     finally:
         for app in apps:
             app.close()
+        if pooled is not None:
+            pooled.close()
         if cluster is not None:
             cluster.close()
         network.close()
+        witness.__exit__()
 
 
-def documents() -> list[str]:
+def documents(witness: str) -> list[str]:
+    step = STEP.format(url=witness)
     return [
-        workflow_yaml("fo-limited", limit=WORKFLOW_LIMIT, steps=STEP, extra=KEYED),
-        hook_yaml("fo-open", "/hooks/fo-open", secret=SECRET, steps=STEP),
+        workflow_yaml("fo-limited", limit=WORKFLOW_LIMIT, steps=step, extra=KEYED),
+        hook_yaml("fo-open", "/hooks/fo-open", secret=SECRET, steps=step),
     ]
 
 
@@ -161,16 +193,34 @@ def deliver(client: httpx.Client, url: str, delivery: Delivery) -> None:
 @dataclass
 class Flood:
     deliveries: list[Delivery] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
     disrupted_at: float = 0.0  # time.monotonic()
-    recovered_at: float = 0.0  # the disruption's call returned
+    ended: float = 0.0  # the last answer
 
     def answers(self) -> list[Attempt]:
         return [a for d in self.deliveries for a in d.attempts]
 
-    def first_admitted_after(self, moment: float) -> float:
-        """Seconds from `moment` to the first 202 of a request sent after it."""
-        ends = [a.ended for a in self.answers() if a.status == 202 and a.started > moment]
-        return min(ends) - moment
+    def first_admitted_after(self, moment: float, app: int | None = None) -> float:
+        """Seconds from `moment` to the first 202 of a request sent after it (to that app)."""
+        ends = [
+            a.ended
+            for d in self.deliveries
+            if app in (None, d.app)
+            for a in d.attempts
+            if a.status == 202 and a.started > moment
+        ]
+        return round(min(ends) - moment, 2)
+
+    def outage(self, app: int) -> float:
+        """As that app's clients saw it: seconds from the start of its first request answered
+        503 (or nothing) to the first 202 of a request it was sent after that answer."""
+        attempts = [a for d in self.deliveries if d.app == app for a in d.attempts]
+        failed = [a for a in attempts if a.status in (0, 503)]
+        if not failed:
+            return 0.0
+        first = min(failed, key=lambda a: a.started)
+        ends = [a.ended for a in attempts if a.status == 202 and a.started > first.ended]
+        return round(min(ends) - first.started, 2)
 
     def unavailable(self) -> list[Attempt]:
         return [a for a in self.answers() if a.status == 503]
@@ -179,8 +229,8 @@ class Flood:
 def flood(
     failover: Failover, name: str, disrupt: Callable[[], None], count: int = WEBHOOKS
 ) -> Flood:
-    """At least `count` webhooks over both web hosts; `disrupt` runs once a third of them are
-    answered, and new ones keep coming while it runs and AFTER seconds past it."""
+    """`count` webhooks over both web hosts; `disrupt` runs once a third of them are answered,
+    while the clients go on with the rest (each retrying its key's 503s)."""
     result = Flood()
     lock = threading.Lock()
     answered = threading.Semaphore(0)
@@ -188,18 +238,17 @@ def flood(
     def next_delivery() -> Delivery | None:
         with lock:
             n = len(result.deliveries)
-            over = result.recovered_at and time.monotonic() > result.recovered_at + AFTER
-            if n >= count and over:
+            if n >= count:
                 return None
-            delivery = Delivery(f"/hooks/fo-{('limited', 'open')[n % 4 // 2]}", f"{name}-{n}")
+            path = f"/hooks/fo-{('limited', 'open')[n % 4 // 2]}"
+            delivery = Delivery(path, f"{name}-{n}", app=n % 2)
             result.deliveries.append(delivery)
             return delivery
 
     def client() -> None:
         with httpx.Client(timeout=15) as http:
             while delivery := next_delivery():
-                app = failover.apps[int(delivery.key.rsplit("-", 1)[1]) % 2]
-                deliver(http, app.url, delivery)
+                deliver(http, failover.apps[delivery.app].url, delivery)
                 answered.release()
                 time.sleep(PACE)
 
@@ -208,12 +257,10 @@ def flood(
         for _ in range(count // 3):
             answered.acquire(timeout=60)
         result.disrupted_at = time.monotonic()
-        try:
-            disrupt()
-        finally:
-            result.recovered_at = time.monotonic()
+        disrupt()
         for future in running:
             future.result()
+    result.ended = time.monotonic()
     return result
 
 
@@ -229,11 +276,15 @@ def check(failover: Failover, result: Flood, sampler: Sampler, label: str) -> di
         if statuses.get("completed") == len(rows) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
+    drained = time.monotonic()
     executions = Counter(key for key, _ in rows)
     lost = [d.key for key, d in keys.items() if d.status in (200, 202) and executions[key] == 0]
     duplicated = [keys[key].key for key, n in executions.items() if n > 1]
     unreported = [keys[key].key for key in executions if keys[key].status not in (200, 202)]
     steps = cluster.query(STEPS_SQL, [list(keys)])
+    ours = {str(execution) for execution, *_ in steps}
+    runs = {of: n for of, n in failover.witness.runs().items() if of[0] in ours}
+    overlaps = [pair for pair in failover.witness.overlapping() if pair[0].execution in ours]
     answers = result.answers()
     per_key = {key: n for (name, key), n in sampler.max_per_key.items() if name == "fo-limited"}
     violations = sum(
@@ -245,7 +296,11 @@ def check(failover: Failover, result: Flood, sampler: Sampler, label: str) -> di
     )
     unavailable = result.unavailable()
     figures = {
-        "first_202_after": round(result.first_admitted_after(result.disrupted_at), 2),
+        "first_202_after": result.first_admitted_after(result.disrupted_at),
+        "first_202_direct": result.first_admitted_after(result.disrupted_at, app=0),
+        "first_202_pgbouncer": result.first_admitted_after(result.disrupted_at, app=1),
+        "outage_direct": result.outage(0),
+        "outage_pgbouncer": result.outage(1),
         "503_window": round(
             max((a.ended for a in unavailable), default=0.0)
             - min((a.started for a in unavailable), default=0.0),
@@ -258,7 +313,11 @@ def check(failover: Failover, result: Flood, sampler: Sampler, label: str) -> di
         "duplicated": len(duplicated),
         "limit_violations": violations,
         "steps_rerun": sum(attempt - 1 for *_, attempt, _ in steps),
+        "calls_rerun": sum(n - 1 for n in runs.values()),
+        "overlapping_attempts": len(overlaps),
         "samples": sampler.samples,
+        "flood_s": round(result.ended - result.started, 1),
+        "drain_s": round(drained - result.ended, 1),
         "max_holders": (
             sampler.max_team,
             sampler.max_per_workflow.get("fo-limited", 0),
@@ -276,6 +335,9 @@ def check(failover: Failover, result: Flood, sampler: Sampler, label: str) -> di
     assert statuses == {"completed": len(keys)}, (statuses, unfinished)
     assert unfinished == []
     assert Counter((execution, name) for execution, name, *_ in steps).most_common(1)[0][1] == 1
+    # Fencing: every step's work was done at least once, and never by two attempts at once.
+    assert len(runs) == len(steps)
+    assert overlaps == [], overlaps
     assert sampler.samples > 50
     assert 0 < sampler.max_team <= TEAM_LIMIT
     assert 0 < sampler.max_per_workflow["fo-limited"] <= WORKFLOW_LIMIT
@@ -303,8 +365,8 @@ def test_the_primary_killed_mid_flood_loses_nothing(failover: Failover) -> None:
 
     with Sampler(cluster.client_url, TEAM) as sampler:
         result = flood(failover, "kill", kill)
-    new = cluster.wait_leader(other_than=old)
-    figures = check(failover, result, sampler, f"kill of {old} -> {new}")
+        new = cluster.wait_leader(other_than=old)
+        figures = check(failover, result, sampler, f"kill of {old} -> {new}")
     assert figures["503s"], "the kill went unnoticed: no 503 answered"
     assert figures["first_202_after"] < 3 * TTL
     assert readiness[0][1] == 503, "/readyz did not report the outage"
@@ -330,7 +392,7 @@ def test_the_old_primary_returns_as_a_standby_and_the_cluster_serves_on(
 
     with Sampler(cluster.client_url, TEAM) as sampler:
         result = flood(failover, "rejoined", lambda: None, count=30)
-    figures = check(failover, result, sampler, f"{old_node.name} back as standby")
+        figures = check(failover, result, sampler, f"{old_node.name} back as standby")
     assert set(figures["answers"]) == {202}  # type: ignore[arg-type]
     # The returned standby holds what the new primary admitted (synchronous replication).
     keys = [webhook_idempotency_key(d.path, d.key) for d in result.deliveries]
@@ -356,9 +418,11 @@ def test_a_switchover_under_the_flood_loses_nothing(failover: Failover) -> None:
 
     with Sampler(cluster.client_url, TEAM) as sampler:
         result = flood(failover, "switchover", switchover)
-    assert cluster.wait_leader() == candidate
-    check(failover, result, sampler, f"switchover {old} -> {candidate}")
+        assert cluster.wait_leader() == candidate
+        check(failover, result, sampler, f"switchover {old} -> {candidate}")
+    healthy = time.monotonic()
     cluster.wait_healthy()  # the old primary follows the new one as its sync standby
+    print(f"[hosts] failover: sync standby again {time.monotonic() - healthy:.1f}s after the check")
 
 
 def test_a_partitioned_primary_is_demoted_and_nothing_is_lost(failover: Failover) -> None:
@@ -377,14 +441,14 @@ def test_a_partitioned_primary_is_demoted_and_nothing_is_lost(failover: Failover
                 assert time.monotonic() < cut + 3 * TTL, "the isolated primary still writable"
                 time.sleep(0.5)
             demoted_after.append(time.monotonic() - cut)
-            time.sleep(max(0.0, cut + TTL + 5 - time.monotonic()))  # longer than the DCS TTL
+            time.sleep(max(0.0, cut + TTL + 2 - time.monotonic()))  # longer than the DCS TTL
         finally:
             old.host.restore_back_link(bridge)
 
     with Sampler(cluster.client_url, TEAM) as sampler:
         result = flood(failover, "partition", partition)
-    cluster.wait_leader(other_than=old.name)
-    figures = check(failover, result, sampler, f"partition of {old.name}")
+        cluster.wait_leader(other_than=old.name)
+        figures = check(failover, result, sampler, f"partition of {old.name}")
     cluster.wait_healthy()  # the old primary rejoins as a standby
     print(f"[hosts] failover: isolated primary read-only {demoted_after[0]:.1f}s after the cut")
     assert figures["503s"]

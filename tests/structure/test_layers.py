@@ -15,11 +15,6 @@ LAYERS.append(["mantle_site"])
 LAYER = {package: n for n, packages in enumerate(LAYERS) for package in packages}
 ORDER = " ← ".join(", ".join(packages) for packages in LAYERS)
 
-# The one import that runs up: django-q2 stores task paths in its queue and in Schedule.func, so
-# executions/worker.py keeps the previous release's `executions.worker.*` paths importable for
-# one release, handing over to engine.tasks at call time (tests/structure/test_task_paths.py).
-EXCEPTIONS = {("executions/worker.py", "engine")}
-
 MAX_LINES = 400  # non-blank lines of a product module
 
 
@@ -48,7 +43,7 @@ def test_every_import_points_down():
         module = str(path.relative_to(ROOT))
         own = module.partition("/")[0]
         for package in sorted(_imported_packages(path) - {own}):
-            if LAYER[package] >= LAYER[own] and (module, package) not in EXCEPTIONS:
+            if LAYER[package] >= LAYER[own]:
                 upward.append(f"{module} imports {package}")
     assert not upward, (
         f"imports that do not point down ({ORDER}): {upward}. Move the code to the lower "

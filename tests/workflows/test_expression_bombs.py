@@ -11,8 +11,8 @@ import pytest
 
 from executions.models import Execution
 from executions.services.admission import execution_admit
-from workflows.expression_limits import admission_budget, expression_shape
 from workflows.expressions import ExpressionError, compile_expression, evaluate
+from workflows.expressions.limits import admission_budget, expression_shape
 from workflows.schema import InvalidInputs, WorkflowInvalid
 from workflows.services import workflow_apply
 

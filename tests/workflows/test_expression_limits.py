@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.processes import CONFIG
-from workflows.expression_limits import expression_shape
 from workflows.expressions import ExpressionError, compile_expression, evaluate
+from workflows.expressions.limits import expression_shape
 
 CHAINS = {
     "plus": "1" + "+1" * 50_000,

@@ -1,11 +1,11 @@
-"""A concurrency key evaluated from a run's inputs and trigger (workflows/flow.py)."""
+"""A concurrency key evaluated from a run's inputs and trigger (workflows/admission_values.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.factories import workflow_yaml
-from workflows.flow import MAX_KEY_LENGTH, concurrency_key_value
+from workflows.admission_values import MAX_KEY_LENGTH, concurrency_key_value
 from workflows.schema import InvalidInputs, parse_workflow
 
 

@@ -1,5 +1,5 @@
-"""The flow-control keys of a workflow document (workflows/schema/flow.py): apply-time errors
-with path and line."""
+"""The flow-control keys of a workflow document (workflows/schema/flow_control.py): apply-time
+errors with path and line."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workflows.expression_check import Usage
+from workflows.expressions.check import Usage
 
 VARIABLES = frozenset({"inputs", "steps", "trigger", "env", "execution"})
 FAN_OUT_VARIABLES = frozenset({"item", "index"})

@@ -15,7 +15,7 @@ from typing import Any
 
 from teams.models import NAMED_LIMIT_NAME
 from workflows.schema.document import Document, index, join
-from workflows.schema.flow import check_template
+from workflows.schema.flow_control import check_template
 from workflows.schema.spec import StepLimit, StepRate
 
 _KEYS = frozenset({"name", "units"})

@@ -10,14 +10,14 @@ from typing import cast
 from django.conf import settings
 
 from workflows.actions import action_names
-from workflows.expression_check import expression_usage
-from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
     ExpressionError,
     compile_expression,
     find_expressions,
     sole_expression,
 )
+from workflows.expressions.check import expression_usage
+from workflows.expressions.syntax import SyntaxProblem
 from workflows.schema.document import (
     Document,
     SchemaError,
@@ -27,7 +27,7 @@ from workflows.schema.document import (
     index,
     join,
 )
-from workflows.schema.flow import flow_control_read
+from workflows.schema.flow_control import flow_control_read
 from workflows.schema.graph import check_cycles
 from workflows.schema.inputs import INPUT_TYPES
 from workflows.schema.retention import retention_read

@@ -5,7 +5,8 @@ of (`limits`), its rate limit (`rate_limit: {max, period, per_key}`), `debounce`
 
 A concurrency key is a string template over `inputs` and `trigger` (usually one `{{ … }}`), a
 priority an int 0-9 and `max_parallel_per_key` a count, each or one such expression; all are
-checked here when the workflow is applied and evaluated once per admission (workflows.flow).
+checked here when the workflow is applied and evaluated once per admission
+(workflows.admission_values).
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from typing import cast
 from core.bounds import count_problem, duration_problem
 from core.durations import parse_duration
 from teams.models import NAMED_LIMIT_NAME
-from workflows.expression_check import expression_usage
-from workflows.expression_limits import admission_budget
-from workflows.expression_syntax import SyntaxProblem
 from workflows.expressions import (
     ExpressionError,
     compile_expression,
@@ -27,6 +25,9 @@ from workflows.expressions import (
     render,
     sole_expression,
 )
+from workflows.expressions.check import expression_usage
+from workflows.expressions.limits import admission_budget
+from workflows.expressions.syntax import SyntaxProblem
 from workflows.schema.document import Document, index
 from workflows.schema.scope import UNDECLARED_INPUT, undeclared_inputs
 

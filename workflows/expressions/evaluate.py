@@ -1,8 +1,8 @@
-"""CEL expressions inside ``{{ … }}``: finding, compiling, evaluating and rendering them.
+"""Finding, compiling, evaluating and rendering CEL expressions inside ``{{ … }}``.
 
 Names in scope when a step runs: ``inputs``, ``steps`` (step name → ``{"output", "status",
 "error"}``), ``trigger``, ``env``, ``item``, ``index`` and ``execution``; the functions are CEL's
-and upstream Mantle's (expression_functions.py).
+and upstream Mantle's (functions.py).
 
 CEL is strict about types: ``1 + 2.0`` and ``inputs.count + 1`` with a float ``count`` are errors
 (no int/double coercion), and a missing map key is an error rather than ``null`` — use
@@ -18,9 +18,9 @@ import re
 
 import cel
 
-from workflows.expression_functions import CALLABLES
-from workflows.expression_limits import expression_check, expression_cost_check
-from workflows.expression_syntax import (
+from workflows.expressions.functions import CALLABLES
+from workflows.expressions.limits import expression_check, expression_cost_check
+from workflows.expressions.syntax import (
     COMPREHENSIONS,
     Call,
     Collection,

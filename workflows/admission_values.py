@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from core.bounds import count_problem
-from workflows.expression_limits import admission_budget
 from workflows.expressions import ExpressionError, render
+from workflows.expressions.limits import admission_budget
 from workflows.schema import InvalidInputs, WorkflowSpec
-from workflows.schema.flow import PRIORITIES
+from workflows.schema.flow_control import PRIORITIES
 
 MAX_KEY_LENGTH = 200
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from workflows.expression_functions import SIGNATURES
-from workflows.expression_syntax import (
+from workflows.expressions.functions import SIGNATURES
+from workflows.expressions.syntax import (
     COMPREHENSIONS,
     Call,
     Collection,
