@@ -76,6 +76,7 @@ def main(argv: list[str]) -> None:
         growth,
         http,
         keys,
+        keys_scale,
         machine,
         pooled,
         promotion,
@@ -140,6 +141,13 @@ def main(argv: list[str]) -> None:
             seconds=seconds,
             rounds=rounds,
             finished=finished,
+        )
+        keys_scale.run(
+            results,
+            fair=keys.fair_target(),
+            finished=finished,
+            seconds=max(seconds, 2) * 5,
+            rounds=rounds,
         )
 
     def figure_9() -> None:

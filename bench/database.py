@@ -69,5 +69,6 @@ def truncate_executions() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE executions_stepexecution, executions_execution, executions_rejection,"
+            " executions_keyturn,"
             " django_q_ormq, django_q_task CASCADE"
         )

@@ -56,7 +56,7 @@ SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, %(status
 """
 
 
-def _ago(**delta: float) -> datetime:
+def ago(**delta: float) -> datetime:
     return timezone.now() - timedelta(**delta)
 
 
@@ -71,7 +71,7 @@ def _keyed_targets() -> tuple[fixtures.Target, fixtures.Target]:
     return fixtures.target(team, "keyed"), fixtures.target(team, "fair")
 
 
-def _rows(
+def insert_rows(
     target: fixtures.Target, *, status: str, rows: int, keys: int, prefix: str, start: datetime
 ) -> None:
     with connection.cursor() as cursor:
@@ -88,6 +88,10 @@ def _rows(
                 "start": start,
             },
         )
+
+
+def fair_target() -> fixtures.Target:
+    return _keyed_targets()[1]
 
 
 def _admission(
@@ -129,9 +133,11 @@ def _admission(
 
 def _fairness(report: Report, *, fair: fixtures.Target) -> None:
     database.truncate_executions()
-    _rows(fair, status=Status.PENDING, rows=1, keys=1, prefix="big", start=_ago(hours=2))
-    _rows(fair, status=Status.QUEUED, rows=BACKLOG, keys=1, prefix="big", start=_ago(hours=1))
-    _rows(fair, status=Status.QUEUED, rows=SINGLES, keys=SINGLES, prefix="single-", start=_ago())
+    insert_rows(fair, status=Status.PENDING, rows=1, keys=1, prefix="big", start=ago(hours=2))
+    insert_rows(fair, status=Status.QUEUED, rows=BACKLOG, keys=1, prefix="big", start=ago(hours=1))
+    insert_rows(
+        fair, status=Status.QUEUED, rows=SINGLES, keys=SINGLES, prefix="single-", start=ago()
+    )
     singles: list[int] = []
     took: list[float] = []
     with connection.cursor() as cursor:
@@ -171,8 +177,12 @@ def _fairness(report: Report, *, fair: fixtures.Target) -> None:
 
 def _plans(report: Report, *, fair: fixtures.Target, finished: int) -> None:
     database.truncate_executions()
-    _rows(fair, status=Status.COMPLETED, rows=finished, keys=KEYS, prefix="k", start=_ago(days=30))
-    _rows(fair, status=Status.QUEUED, rows=PLAN_QUEUED, keys=KEYS, prefix="k", start=_ago(hours=1))
+    insert_rows(
+        fair, status=Status.COMPLETED, rows=finished, keys=KEYS, prefix="k", start=ago(days=30)
+    )
+    insert_rows(
+        fair, status=Status.QUEUED, rows=PLAN_QUEUED, keys=KEYS, prefix="k", start=ago(hours=1)
+    )
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE) executions_execution")
         reads = {

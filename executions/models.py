@@ -145,6 +145,13 @@ class Execution(models.Model):
                 name="execution_key_queue",
                 condition=Q(status=Status.QUEUED),
             ),
+            # Whether a queued execution of a key stored its own key limit: fair promotion asks
+            # it of each key it reads (one probe, however long the key's queue).
+            models.Index(
+                fields=["workflow", "concurrency_key"],
+                name="execution_key_limit_queued",
+                condition=Q(status=Status.QUEUED, key_limit__isnull=False),
+            ),
             # Whether anything waits for a team or a workflow slot: a newcomer queues behind
             # it (one key's long queue, waiting for its key, must not be scanned for that).
             models.Index(
@@ -189,6 +196,34 @@ class Execution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow.name} {self.id} ({self.status})"
+
+
+class KeyTurn(models.Model):
+    """Fair promotion's cursor (docs/performance.md, Keys at scale): one row per key of a
+    workflow with a queue, holding a lower bound of that key's place in the round-robin (its
+    head's priority, its latest promotion, its head's age and id), so promotion reads the keys
+    in that order from an index instead of visiting every key. Never a slot count: every limit
+    is still decided by counting executions; mantle_fair_heads.sql says why its drift cannot
+    change a decision."""
+
+    workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.CASCADE, related_name="+")
+    concurrency_key = models.CharField(max_length=200)
+    priority = models.PositiveSmallIntegerField()
+    # -infinity: never promoted (served first, as fair_queue_heads' NULLS FIRST).
+    last_promoted_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+    execution_id = models.UUIDField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "concurrency_key"], name="keyturn_key")
+        ]
+        indexes = [
+            models.Index(
+                fields=["workflow", "-priority", "last_promoted_at", "created_at", "execution_id"],
+                name="keyturn_order",
+            )
+        ]
 
 
 class StepStatus(models.TextChoices):

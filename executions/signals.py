@@ -60,7 +60,7 @@ class _Promote:
     def __call__(self) -> None:
         self.called = True
         try:
-            promotion.queue_promote(self.team_id, trigger="completion")
+            promotion.queue_promote_after_terminal(self.team_id)
         except Exception:
             logger.exception("promoting team %s after a completion failed", self.team_id)
 

@@ -1,7 +1,7 @@
 """Promotion: queued → pending, as far as free team, named limit, workflow and key slots allow:
 within a workflow its keys round-robin, the least recently promoted key first, oldest first
-within a key (promotion.sql's fair_queue_heads); across the team's workflows the oldest head
-first.
+within a key (promotion.sql's fair_queue_heads, read through mantle_fair_heads.sql at a cost
+flat in the number of keys); across the team's workflows the oldest head first.
 
 Runs after the commit of every terminal transition (signals.py), when a limit is raised, from
 the engine clock for queues waiting for a rate window, from a resume, and from the backup poller.
@@ -95,6 +95,23 @@ def queue_promote(team_id: int, *, trigger: str) -> list[uuid.UUID]:
             lambda: metrics.count_promotions(team=team_slug, trigger=trigger, waits=waits)
         )
     return ids
+
+
+def queue_promote_after_terminal(team_id: int) -> list[uuid.UUID]:
+    """The promotion after a terminal commit: none, and no wait for the team's lock, when
+    mantle_promotion_owed finds nothing of the team queued nor about to be by an admission that
+    counted the finished execution (mantle_promotion_owed.sql says why that is safe). An
+    unlimited team with no queue then finishes executions without its lock: the convoy of
+    completions behind its admissions is gone (docs/performance.md, Keys at scale)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries["promotion_owed"],
+            {"team_id": team_id, "team_namespace": locks.Namespace.TEAM},
+        )
+        (owed,) = cursor.fetchone()
+    if not owed:
+        return []
+    return queue_promote(team_id, trigger="completion")
 
 
 def queue_promote_all(*, trigger: str) -> int | None:
@@ -191,7 +208,7 @@ def _fair_heads(
         if take <= 0:
             continue
         cursor.execute(
-            queries["fair_queue_heads"],
+            queries["fair_heads"],
             {
                 "workflow_id": workflow.id,
                 "per_key": workflow.per_key,

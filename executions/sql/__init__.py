@@ -84,7 +84,14 @@ def _variables(statement: str) -> str:
 
 # What lives in the database, each written out whole in a file of its own: the PL/pgSQL functions
 # and the triggers.
-_INSTALLED = ("mantle_admit.sql", "mantle_claim_limited.sql", "triggers.sql")
+_INSTALLED = (
+    "mantle_admit.sql",
+    "mantle_claim_limited.sql",
+    "mantle_fair_heads.sql",
+    "mantle_queued_turn.sql",
+    "mantle_promotion_owed.sql",
+    "triggers.sql",
+)
 _SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _INSTALLED)
 _BLOCKS = _blocks(_SOURCES)
 
@@ -126,12 +133,38 @@ CLAIM_LIMITED_FUNCTION = _render(
     in_function=True,
 )
 
+# Fair promotion's cursor: its reader, and the trigger function that keeps it.
+FAIR_HEADS_FUNCTION = _render(
+    _without_leading_comments((_HERE / "mantle_fair_heads.sql").read_text()),
+    _BLOCKS,
+    in_function=True,
+)
+QUEUED_TURN_FUNCTION = _without_leading_comments((_HERE / "mantle_queued_turn.sql").read_text())
+
+# The lockless test of a terminal commit's promotion (mantle_promotion_owed.sql).
+PROMOTION_OWED_FUNCTION = _without_leading_comments(
+    (_HERE / "mantle_promotion_owed.sql").read_text()
+)
+
 TRIGGERS = (_HERE / "triggers.sql").read_text()
 
 # What the executions' migrations install (every statement replaces what it creates) and take
 # back.
-INSTALL = "\n;\n".join((TRIGGERS, ADMIT_FUNCTION, CLAIM_LIMITED_FUNCTION))
+INSTALL = "\n;\n".join(
+    (
+        ADMIT_FUNCTION,
+        CLAIM_LIMITED_FUNCTION,
+        FAIR_HEADS_FUNCTION,
+        QUEUED_TURN_FUNCTION,
+        PROMOTION_OWED_FUNCTION,
+        TRIGGERS,
+    )
+)
 UNINSTALL = """
+DROP TRIGGER execution_queued_turn ON executions_execution;
+DROP FUNCTION mantle_promotion_owed;
+DROP FUNCTION mantle_queued_turn;
+DROP FUNCTION mantle_fair_heads;
 DROP FUNCTION mantle_claim_limited;
 DROP FUNCTION mantle_admit;
 DROP TRIGGER step_team ON executions_stepexecution;

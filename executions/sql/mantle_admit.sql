@@ -1,5 +1,5 @@
 -- mantle_admit: the whole locked part of an admission, one statement (services/admission.py).
--- Installed by a migration, frozen there as rendered (tests/structure checks they match).
+-- Installed by the migrations from this file (docs/architecture.md, The data room).
 --
 -- The decision: FIFO, a newcomer never overtakes a queued execution of its key (of its workflow
 -- when unkeyed: every execution then has the key ''), nor one that waits for a slot of its

@@ -1,7 +1,7 @@
 -- mantle_claim_limited: the limit-aware step claim, one statement (engine/dispatch.py). Steps
 -- with step-scope limits are created `waiting`, never `pending`, so the plain claim
 -- (steps_claim) never sees them; this function alone makes them running (docs/limits.md, Step
--- scope). Installed by a migration, frozen there as rendered (tests/structure checks they match).
+-- scope). Installed from this file (docs/architecture.md, The data room).
 --
 -- Locks: the named limits of every due waiting step, in name order (then id: a team's limit and
 -- a global one may share a name), then the named rates they name, in name order, and nothing

@@ -82,7 +82,13 @@ WITH RECURSIVE keys(key) AS (
                         AND e.pending_at > statement_timestamp()
                                            - make_interval(secs => %(rate_period)s)) END)
              AS free,
-           (SELECT max(e.promoted_at) FROM executions_execution e
+           -- Never promoted: -infinity. Its key's turn (mantle_fair_heads.sql) remembers it
+           -- after retention deleted the rows of its latest promotions.
+           (SELECT coalesce(greatest(max(e.promoted_at),
+                                     (SELECT t.last_promoted_at FROM executions_keyturn t
+                                       WHERE t.workflow_id = %(workflow_id)s
+                                         AND t.concurrency_key = k.key)), '-infinity')
+              FROM executions_execution e
              WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = k.key
                AND e.promoted_at IS NOT NULL) AS last_promoted
       FROM (SELECT keys.key,
@@ -94,7 +100,7 @@ WITH RECURSIVE keys(key) AS (
              WHERE keys.key IS NOT NULL) k
 )
 SELECT q.id, q.priority, q.created_at, q.named_limits,
-       row_number() OVER (ORDER BY q.round, q.priority DESC, s.last_promoted NULLS FIRST,
+       row_number() OVER (ORDER BY q.round, q.priority DESC, s.last_promoted,
                                    q.created_at, q.id) AS rank
   FROM (SELECT state.*,
                least(state.free, CASE WHEN %(per_key)s > 0 AND NOT state.stored
@@ -125,12 +131,33 @@ SELECT q.id, q.priority, q.created_at, q.named_limits,
  ORDER BY rank
  LIMIT %(limit)s
 
+-- name: promotion_owed
+-- Whether a terminal commit owes its team a promotion, without its lock
+-- (mantle_promotion_owed.sql).
+SELECT mantle_promotion_owed(%(team_id)s::bigint, %(team_namespace)s::int)
+
+-- name: fair_heads
+-- fair_queue_heads' answer at a cost flat in the number of the workflow's keys, through its
+-- keys' turns (mantle_fair_heads.sql).
+SELECT * FROM mantle_fair_heads(
+    %(workflow_id)s::bigint, %(per_key)s::int, %(stored_key_limits)s::boolean, %(limit)s::int,
+    %(rate_per_key)s::boolean, %(rate_max)s::int, %(rate_period)s::float8)
+
 -- name: promote
-UPDATE executions_execution
-   SET status = 'pending', promoted_at = statement_timestamp(), pending_at = statement_timestamp(),
-       blocked_by = NULL, blocked_by_limit = NULL
- WHERE id = ANY(%(ids)s) AND status = 'queued'
-RETURNING id, workflow_id, promoted_at - queued_at
+-- The chosen ones become pending; their keys' turns (mantle_fair_heads.sql) move to this
+-- promotion, in the same statement: the same statement_timestamp() as their promoted_at.
+WITH promoted AS (
+    UPDATE executions_execution
+       SET status = 'pending', promoted_at = statement_timestamp(),
+           pending_at = statement_timestamp(), blocked_by = NULL, blocked_by_limit = NULL
+     WHERE id = ANY(%(ids)s) AND status = 'queued'
+    RETURNING id, workflow_id, concurrency_key, promoted_at - queued_at AS waited
+), turns AS (
+    UPDATE executions_keyturn t SET last_promoted_at = statement_timestamp()
+      FROM (SELECT DISTINCT workflow_id, concurrency_key FROM promoted) p
+     WHERE t.workflow_id = p.workflow_id AND t.concurrency_key = p.concurrency_key
+)
+SELECT id, workflow_id, waited FROM promoted
 
 -- name: relabel_queue
 -- What blocks the executions still queued: its debounce while it lasts; else a pause (its team's

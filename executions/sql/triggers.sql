@@ -48,3 +48,9 @@ $team$;
 
 CREATE OR REPLACE TRIGGER step_team BEFORE INSERT ON executions_stepexecution
     FOR EACH ROW EXECUTE FUNCTION mantle_step_team();
+
+-- Fair promotion's cursor kept no later than the truth when an execution is queued
+-- (mantle_queued_turn.sql, mantle_fair_heads.sql).
+CREATE OR REPLACE TRIGGER execution_queued_turn
+    AFTER INSERT OR UPDATE OF status ON executions_execution
+    FOR EACH ROW WHEN (NEW.status = 'queued') EXECUTE FUNCTION mantle_queued_turn();

@@ -19,7 +19,8 @@ def test_no_model_change_lacks_a_migration():
 # The database's own text of what executions/sql installs, to compare with the files.
 _INSTALLED = """
 SELECT p.proname, p.prosrc FROM pg_proc p
- WHERE p.proname IN ('mantle_admit', 'mantle_claim_limited', 'mantle_notify_work',
+ WHERE p.proname IN ('mantle_admit', 'mantle_claim_limited', 'mantle_fair_heads',
+                     'mantle_queued_turn', 'mantle_promotion_owed', 'mantle_notify_work',
                      'mantle_step_team')
 """
 _TRIGGERS = """
@@ -44,6 +45,9 @@ def test_the_database_runs_the_functions_and_triggers_the_files_say():
     files = {
         "mantle_admit": sql.ADMIT_FUNCTION,
         "mantle_claim_limited": sql.CLAIM_LIMITED_FUNCTION,
+        "mantle_fair_heads": sql.FAIR_HEADS_FUNCTION,
+        "mantle_queued_turn": sql.QUEUED_TURN_FUNCTION,
+        "mantle_promotion_owed": sql.PROMOTION_OWED_FUNCTION,
         "mantle_notify_work": sql.TRIGGERS.split("FUNCTION mantle_notify_work()")[1],
         "mantle_step_team": sql.TRIGGERS.split("FUNCTION mantle_step_team()")[1],
     }

@@ -1,0 +1,29 @@
+-- mantle_queued_turn: the trigger function that keeps fair promotion's cursor no later than the
+-- truth when an execution is queued (mantle_fair_heads.sql says why that is all it needs).
+-- Installed with the others (docs/architecture.md, The data room), with its trigger
+-- on executions_execution: after an insert or a status update that leaves a row queued, in that
+-- statement's transaction (an admission's, under its workflow's lock).
+--
+-- The key's turn becomes the queued execution's place when that ranks before it (higher
+-- priority, or as high and older); the key's latest promotion is kept (a new row reads it from
+-- the key's promoted rows: one probe of execution_key_promoted).
+
+CREATE OR REPLACE FUNCTION mantle_queued_turn() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+AS $turn$
+BEGIN
+    INSERT INTO executions_keyturn AS t
+           (workflow_id, concurrency_key, priority, last_promoted_at, created_at, execution_id)
+    VALUES (NEW.workflow_id, NEW.concurrency_key, NEW.priority,
+            (SELECT coalesce(max(e.promoted_at), '-infinity') FROM executions_execution e
+              WHERE e.workflow_id = NEW.workflow_id AND e.concurrency_key = NEW.concurrency_key
+                AND e.promoted_at IS NOT NULL),
+            NEW.created_at, NEW.id)
+    ON CONFLICT (workflow_id, concurrency_key) DO UPDATE
+       SET priority = EXCLUDED.priority, created_at = EXCLUDED.created_at,
+           execution_id = EXCLUDED.execution_id
+     WHERE (-EXCLUDED.priority, EXCLUDED.created_at, EXCLUDED.execution_id)
+           < (-t.priority, t.created_at, t.execution_id);
+    RETURN NULL;
+END
+$turn$
