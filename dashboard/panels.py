@@ -1,6 +1,6 @@
 """What the dashboard shows: the queues of the teams a user may see, with their named limits,
-rate windows, recent rejections, queue-depth history, and the queued (with what blocks each)
-and running executions in order."""
+rate windows, recent rejections, queue-depth history, the queued (with what blocks each) and
+running executions in order, and the progress of bulk actions."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from executions.models import BulkAction, BulkStatus
 from executions.selectors import (
     KeyQueue,
     NamedLimitUsage,
@@ -102,9 +103,12 @@ class TeamPanel:
     workflows: list[WorkflowPanel]
     queued_executions: list[QueuedExecution]
     running_executions: list[RunningExecution]
+    # Running bulk actions and those finished in the last hour, newest first.
+    bulk_actions: list[BulkAction]
 
 
 CHART_MINUTES = 60
+BULK_SHOWN = 5
 
 
 def dashboard_panels(
@@ -125,6 +129,11 @@ def dashboard_panels(
     rejections: dict[tuple[int, int], int] = {}
     depth: dict[int, list[int]] = defaultdict(lambda: [0] * CHART_MINUTES)
     running: dict[int, list[RunningExecution]] = defaultdict(list)
+    bulk: dict[int, list[BulkAction]] = defaultdict(list)
+    recent = Q(status=BulkStatus.RUNNING) | Q(finished_at__gte=now - timedelta(hours=1))
+    for action in BulkAction.objects.filter(recent, team_id__in=team_ids).order_by("-created_at"):
+        if len(bulk[action.team_id]) < BULK_SHOWN:
+            bulk[action.team_id].append(action)
     with connection.cursor() as cursor:
         cursor.execute(queries["dashboard_rejections"], params)
         for team_id, workflow_id, count in cursor.fetchall():
@@ -161,6 +170,7 @@ def dashboard_panels(
                 workflows=workflows,
                 queued_executions=queued[queue.team.id],
                 running_executions=running[queue.team.id],
+                bulk_actions=bulk[queue.team.id],
             )
         )
     return panels

@@ -2,7 +2,7 @@
 every `engine.queue_poll_interval`, cron triggers every second, the dashboard's queue samples
 every 20 s, and every tick the promotion of queues waiting for a rate window or a debounce (a
 window admits one again, a debounce passes, at a moment no completion announces) and the
-admission of delayed runs now due.
+admission of delayed runs now due, and the batches of bulk actions.
 
 It runs in a process of its own (`manage.py mantle_clock`, one per `mantle serve` that runs
 workers), apart from the step workers: a hung step worker never stops the reaper that recovers
@@ -26,7 +26,7 @@ from django.db import connection
 
 from core import locks
 from engine import cron, reaper
-from executions.services import promotion, queue_samples, scheduled
+from executions.services import bulk, promotion, queue_samples, scheduled
 
 RESOLUTION = 0.25  # seconds between looks at what is due
 STANDBY = 1.0  # seconds between attempts to take the clock over
@@ -34,6 +34,9 @@ STANDBY = 1.0  # seconds between attempts to take the clock over
 # run on other connections) is found out within this.
 SPAN = 30.0
 CRON_INTERVAL = 1.0
+# Seconds of bulk actions' batches per tick (executions/services/bulk.py): the other jobs, delayed
+# runs included, wait at most this (and one batch) for them.
+BULK_BUDGET = 0.5
 QUEUE_SAMPLE_INTERVAL = 20.0  # the dashboard's queue-depth chart has one-minute buckets
 
 logger = logging.getLogger(__name__)
@@ -88,6 +91,7 @@ def tick(state: dict[str, Any]) -> None:
         promotion.queue_promote_all(trigger="poller")
     promotion.queue_promote_waiting_for_time()
     scheduled.scheduled_admit_due()
+    bulk.bulk_advance(budget=BULK_BUDGET)
     if _due(state, "queue_samples", QUEUE_SAMPLE_INTERVAL, now):
         queue_samples.queue_sample_record()
     if _due(state, "cron", CRON_INTERVAL, now):
