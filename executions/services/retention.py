@@ -32,9 +32,10 @@ COMPLETED = [Status.COMPLETED.value]
 FAILED = [Status.FAILED.value, Status.CANCELLED.value, Status.TIMED_OUT.value]
 
 
-def prune(*, dry_run: bool = False) -> Counter[str]:
-    """Delete (or, dry run, count) what is past its horizon now: rows per table."""
-    now = timezone.now()
+def prune(*, dry_run: bool = False, now: datetime | None = None) -> Counter[str]:
+    """Delete (or, dry run, count) what is past its horizon `now` (by default, now): rows per
+    table."""
+    now = now or timezone.now()
     default = settings.MANTLE.retention
     pruned: Counter[str] = Counter()
     workflows = WorkflowDefinition.objects.select_related("current_version")
