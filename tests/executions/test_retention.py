@@ -127,8 +127,13 @@ def test_the_config_sets_the_default_horizons(team, make_workflow, monkeypatch):
         settings, "MANTLE", dataclasses.replace(settings.MANTLE, retention=retention)
     )
     out = run("mantle_prune", "--dry-run")
-    assert out == "would delete: 1 executions, 2 steps, 0 rejections\n"
-    assert run("mantle_prune") == "deleted: 1 executions, 2 steps, 0 rejections\n"
+    assert (
+        out
+        == "would delete: 1 executions, 2 steps, 0 rejections, 0 bulk_actions, 0 queue_samples\n"
+    )
+    assert run("mantle_prune") == (
+        "deleted: 1 executions, 2 steps, 0 rejections, 0 bulk_actions, 0 queue_samples\n"
+    )
 
 
 @pytest.fixture
