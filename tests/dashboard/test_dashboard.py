@@ -299,11 +299,11 @@ def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
                 execution_admit(team=team, workflow=workflow)
             QueueSampleFactory(workflow=workflow, queued=2, running=1)
     client.force_login(user)
-    # session, user, teams, queues, busiest keys, named limits, rejections, samples, queued,
-    # running
-    with django_assert_max_num_queries(10):
+    # session, user, teams, queues, busiest keys, named limits, bulk actions, rejections,
+    # samples, queued, running
+    with django_assert_max_num_queries(11):
         live(client)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(11):
         client.get("/")
 
 
