@@ -26,6 +26,7 @@ from executions.services.admission import PAUSED, QUEUE_FULL, RATE, ConcurrencyL
 from executions.services.idempotency import IdempotencyKeyReused
 from executions.services.lifecycle import ExecutionBusy, NotCancellable
 from executions.services.named_limits import NamedLimitInUse
+from executions.services.replay import NotResumable, VersionChanged
 from workflows.schema import InvalidInputs, WorkflowInvalid
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,10 @@ def _translate(exc: Exception) -> ApiError | None:
         return ApiError(409, "not_cancellable", str(exc), status=exc.status)
     if isinstance(exc, ExecutionBusy):
         return ApiError(503, "busy", str(exc))
+    if isinstance(exc, VersionChanged):
+        return ApiError(409, "version_changed", str(exc), steps=exc.names)
+    if isinstance(exc, NotResumable):
+        return ApiError(409, "not_resumable", str(exc), status=exc.status)
     if isinstance(exc, IdempotencyKeyReused):
         return ApiError(409, "idempotency_key_reused", str(exc))
     if isinstance(exc, RequestDataTooBig):

@@ -35,6 +35,7 @@ from executions.selectors import (
     execution_get,
     execution_list,
     execution_queue_positions,
+    execution_replays,
     execution_step_counts,
     execution_steps,
     steps_blocked_by,
@@ -245,11 +246,15 @@ def _step_after(cursor: str) -> int:
 
 
 def _placed(executions: list[Execution]) -> dict[str, Any]:
-    """The serializer context of ExecutionOutput: the queue positions of the queued ones."""
-    return {"queue_positions": execution_queue_positions(executions=executions)}
+    """The serializer context of ExecutionOutput: the queue positions of the queued ones, and
+    the replays of each."""
+    return {
+        "queue_positions": execution_queue_positions(executions=executions),
+        "replays": execution_replays(executions=executions),
+    }
 
 
-def _team_execution(team: Team, execution_id: uuid.UUID) -> Execution:
+def team_execution(team: Team, execution_id: uuid.UUID) -> Execution:
     execution = execution_get(team=team, execution_id=execution_id)
     if execution is None:
         raise ApiError(404, "execution_not_found", f"no execution {execution_id}")
@@ -272,7 +277,7 @@ class ExecutionDetailApi(TeamApi):
         operation_id="get_execution", responses={200: ExecutionDetailOutput, 404: ErrorOutput}
     )
     def get(self, request: Request, execution_id: uuid.UUID) -> Response:
-        execution = _team_execution(self.team, execution_id)
+        execution = team_execution(self.team, execution_id)
         steps = execution_steps(execution=execution, limit=self.FIRST_STEPS)
         context = {
             **_placed([execution]),
@@ -295,7 +300,7 @@ class ExecutionStepsApi(TeamApi):
     )
     def get(self, request: Request, execution_id: uuid.UUID) -> Response:
         params = _filters(self.StepFilter, request)
-        execution = _team_execution(self.team, execution_id)
+        execution = team_execution(self.team, execution_id)
         steps = execution_steps(
             execution=execution,
             limit=params["limit"],
@@ -316,6 +321,6 @@ class ExecutionCancelApi(TeamApi):
         responses={200: CancelOutput, 404: ErrorOutput, 409: ErrorOutput},
     )
     def post(self, request: Request, execution_id: uuid.UUID) -> Response:
-        execution = _team_execution(self.team, execution_id)
+        execution = team_execution(self.team, execution_id)
         execution_cancel(execution.id, reason="cancelled through the API")
         return Response({"execution_id": execution.id, "status": Status.CANCELLED})

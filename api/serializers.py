@@ -36,7 +36,7 @@ class StepOutput(serializers.Serializer):
 
 class ExecutionOutput(serializers.Serializer):
     """An execution; context["queue_positions"] (selectors.execution_queue_positions) places the
-    queued ones."""
+    queued ones, context["replays"] (selectors.execution_replays) lists their replays."""
 
     id = serializers.UUIDField()
     workflow = serializers.CharField(source="workflow.name")
@@ -57,6 +57,15 @@ class ExecutionOutput(serializers.Serializer):
     concurrency_key = serializers.SerializerMethodField()
     priority = serializers.IntegerField()
     error = serializers.CharField()
+    replay_of = serializers.UUIDField(
+        source="replay_of_id", allow_null=True, help_text="the execution it replays"
+    )
+    replays = serializers.SerializerMethodField()
+    reused_steps = serializers.IntegerField(help_text="completed steps copied from replay_of")
+
+    @extend_schema_field(serializers.ListField(child=serializers.UUIDField()))
+    def get_replays(self, execution: Execution) -> list[str]:
+        return [str(replay) for replay in self.context["replays"].get(execution.id, [])]
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, execution: Execution) -> int | None:

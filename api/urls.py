@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from api import executions, health, hooks, limits, pauses, queues, rates, workflows
+from api import bulk, executions, health, hooks, limits, pauses, queues, rates, replays, workflows
 
 api_v1 = [
     path("run/<str:workflow>", executions.RunApi.as_view(), name="run"),
@@ -22,6 +22,14 @@ api_v1 = [
         "executions/<uuid:execution_id>/cancel",
         executions.ExecutionCancelApi.as_view(),
         name="execution-cancel",
+    ),
+    path("executions/cancel", bulk.BulkCancelApi.as_view(), name="bulk-cancel"),
+    path("executions/replay", bulk.BulkReplayApi.as_view(), name="bulk-replay"),
+    path("bulk/<uuid:bulk_id>", bulk.BulkDetailApi.as_view(), name="bulk-detail"),
+    path(
+        "executions/<uuid:execution_id>/replay",
+        replays.ExecutionReplayApi.as_view(),
+        name="execution-replay",
     ),
     path("workflows", workflows.WorkflowListApi.as_view(), name="workflow-list"),
     path("workflows/<str:name>", workflows.WorkflowApi.as_view(), name="workflow-detail"),

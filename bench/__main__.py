@@ -2,10 +2,11 @@
 growth) and 5-6 (engine capacity and throughput beside DBOS), 7 (admission through PgBouncer vs
 direct), 8 (per-key admission, fairness and plans), 9 (named limit + rate admission,
 rate-promotion lateness), 10 (step-scope limits: throughput vs the ideal and vs an
-execution-scope limit, hand-off p99), 12 (another team's start under one team's fan-outs,
-beside figure 5), 13 (a step claim with 100 / 10k / 100k pending), printed, and written to
-bench/RESULTS.md when every figure ran. A figure that cannot run is a FAILED row and a non-zero
-exit."""
+execution-scope limit, hand-off p99), 11 (operating the queues: pruning under load, pause,
+bulk replay, delayed runs, the database over a simulated day), 12 (another team's start under
+one team's fan-outs, beside figure 5), 13 (a step claim with 100 / 10k / 100k pending),
+printed, and written to bench/RESULTS.md when every figure ran. A figure that cannot run is a
+FAILED row and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -32,8 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        default="1,2,3,4,5,6,7,8,9,10,12,13",
+        default="1,2,3,4,5,6,7,8,9,10,11,12,13",
         help="figures to run, e.g. --only 1,4 (5 and 6 run together)",
+    )
+    parser.add_argument(
+        "--ops-sizes",
+        default="100000,2000,2000,5000",
+        help="figure 11: finished rows pruned, bulk replays, delayed runs, executions per "
+        "simulated hour (the issue's 1000000,10000,10000 take far longer than 3 minutes)",
     )
     parser.add_argument(
         "--embedded", action="store_true", help="use the embedded PostgreSQL under .mantle/"
@@ -78,6 +85,7 @@ def main(argv: list[str]) -> None:
         keys,
         keys_scale,
         machine,
+        ops,
         pooled,
         promotion,
         report,
@@ -157,6 +165,13 @@ def main(argv: list[str]) -> None:
     def figure_10() -> None:
         steplimits.run(results)
 
+    def figure_11() -> None:
+        finished_rows, replays, delayed, per_hour = (int(n) for n in options.ops_sizes.split(","))
+        sizes = ops.Sizes(
+            finished=finished_rows, replays=replays, delayed=delayed, day_per_hour=per_hour
+        )
+        ops.run(results, hot=hot["open"], sizes=sizes, seconds=max(seconds, 3))
+
     def figure_12() -> None:
         crowded.run(results)
 
@@ -173,6 +188,7 @@ def main(argv: list[str]) -> None:
         8: figure_8,
         9: figure_9,
         10: figure_10,
+        11: figure_11,
         12: figure_12,
         13: figure_13,
     }

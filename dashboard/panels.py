@@ -1,6 +1,6 @@
 """What the dashboard shows: the queues of the teams a user may see, with their named limits,
-rate windows, recent rejections, queue-depth history, and the queued (with what blocks each)
-and running executions in order."""
+rate windows, recent rejections, queue-depth history, the queued (with what blocks each) and
+running executions in order, and the progress of bulk actions."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from operator import attrgetter
 
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from executions.dashboard_selectors import QueuedRow, RunningExecution, dashboard_rows
+from executions.models import BulkAction, BulkStatus
 from executions.selectors import (
     KeyQueue,
     NamedLimitUsage,
@@ -87,9 +88,12 @@ class TeamPanel:
     workflows: list[WorkflowPanel]
     queued_executions: list[QueuedExecution]
     running_executions: list[RunningExecution]
+    # Running bulk actions and those finished in the last hour, newest first.
+    bulk_actions: list[BulkAction]
 
 
 CHART_MINUTES = 60
+BULK_SHOWN = 5
 
 
 def dashboard_panels(
@@ -101,7 +105,8 @@ def dashboard_panels(
     named_limits: dict[str, list[NamedLimitUsage]] = defaultdict(list)
     for usage in named_limit_usage(teams=[q.team for q in queues]):
         named_limits[usage.team].append(usage)
-    rows = dashboard_rows(team_ids=[q.team.id for q in queues], rows_per_team=rows_per_team)
+    team_ids = [q.team.id for q in queues]
+    rows = dashboard_rows(team_ids=team_ids, rows_per_team=rows_per_team)
     rejections = {(r.team_id, r.workflow_id): r.count for r in rows.rejections}
     depth: dict[int, list[int]] = defaultdict(lambda: [0] * CHART_MINUTES)
     for sample in rows.depth:
@@ -111,6 +116,11 @@ def dashboard_panels(
     running: dict[int, list[RunningExecution]] = defaultdict(list)
     for execution in rows.running:
         running[execution.team_id].append(execution)
+    bulk: dict[int, list[BulkAction]] = defaultdict(list)
+    recent = Q(status=BulkStatus.RUNNING) | Q(finished_at__gte=now - timedelta(hours=1))
+    for action in BulkAction.objects.filter(recent, team_id__in=team_ids).order_by("-created_at"):
+        if len(bulk[action.team_id]) < BULK_SHOWN:
+            bulk[action.team_id].append(action)
     panels = []
     for queue in queues:
         workflows = []
@@ -134,6 +144,7 @@ def dashboard_panels(
                 workflows=workflows,
                 queued_executions=queued[queue.team.id],
                 running_executions=running[queue.team.id],
+                bulk_actions=bulk[queue.team.id],
             )
         )
     return panels

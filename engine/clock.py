@@ -2,7 +2,8 @@
 give. The reaper every `engine.reaper_interval`, the backup promotion poller (queue timeouts
 first) every `engine.queue_poll_interval`, cron triggers every second, and every tick the
 promotion of queues waiting for a rate window or a debounce (a window admits one again, a
-debounce passes, at a moment no completion announces) and the admission of delayed runs now due.
+debounce passes, at a moment no completion announces), the admission of delayed runs now due,
+and the batches of bulk actions.
 
 It runs in a process of its own (`manage.py mantle_clock`, one per `mantle serve` that runs
 workers), apart from the step workers: a hung step worker never stops the reaper that recovers
@@ -24,7 +25,7 @@ from django.db import connection
 
 from core import locks
 from engine import cron, reaper
-from executions.services import promotion, scheduled
+from executions.services import bulk, promotion, scheduled
 
 RESOLUTION = 0.25  # seconds between looks at what is due
 STANDBY = 1.0  # seconds between attempts to take the clock over
@@ -32,6 +33,9 @@ STANDBY = 1.0  # seconds between attempts to take the clock over
 # run on other connections) is found out within this.
 SPAN = 30.0
 CRON_INTERVAL = 1.0
+# Seconds of bulk actions' batches per tick (executions/services/bulk.py): the other jobs, delayed
+# runs included, wait at most this (and one batch) for them.
+BULK_BUDGET = 0.5
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,7 @@ def tick(state: dict[str, Any]) -> None:
         promotion.queue_promote_all(trigger="poller")
     promotion.queue_promote_waiting_for_time()
     scheduled.scheduled_admit_due()
+    bulk.bulk_advance(budget=BULK_BUDGET)
     if _due(state, "cron", CRON_INTERVAL, now):
         since = state.get("cron_until", now)
         cron.admit_due(

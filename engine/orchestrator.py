@@ -209,7 +209,7 @@ def executions_start(limit: int, *, owner: str, room: int) -> tuple[int, list[di
     with transaction.atomic():
         execution_ids = dispatch.executions_claim(limit)
         # An execution has no step rows before it runs (admission and promotion create it
-        # pending, nothing moves it back), so there are none to read.
+        # pending, nothing moves it back), but those a replay reuses (services/replay.py).
         advance_many(execution_ids, started=True)
         if not execution_ids or room <= 0:
             return len(execution_ids), []
@@ -220,13 +220,16 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
     """Advance each execution, in one transaction (the caller's, when it has one). The rows are
     locked in id order, so two workers advancing overlapping sets never deadlock. The steps they
     create are inserted in one statement, then the executions that ended are ended in one.
-    `started`: they have just started in this transaction, so they have no step rows yet."""
+    `started`: they have just started in this transaction, so they have no step rows yet but
+    those a replay reuses."""
     if not execution_ids:
         return
     with transaction.atomic(savepoint=False):
         executions = _executions_locked(execution_ids)
         running = [execution for execution in executions if execution.status == Status.RUNNING]
-        rows = {} if started else _step_rows([execution.id for execution in running])
+        # Just started, an execution has no step rows but a replay's reused ones.
+        with_rows = [e.id for e in running if not started or e.reused_steps]
+        rows = _step_rows(with_rows)
         created: list[StepExecution] = []
         finishes = []
         for execution in running:
@@ -254,7 +257,8 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
 _LOCKED = tuple(
     field.attname
     for field in Execution._meta.concrete_fields
-    if field.attname in {"id", "team_id", "workflow_id", "version_id", "status", "started_at"}
+    if field.attname
+    in {"id", "team_id", "workflow_id", "version_id", "status", "started_at", "reused_steps"}
 )
 
 

@@ -87,6 +87,19 @@ class Execution(models.Model):
     # A delayed run's time (docs/operations.md, Delayed runs): admitted by the engine clock
     # once due; kept after.
     run_at = models.DateTimeField(null=True, blank=True)
+    # A replay's original (docs/operations.md, Replaying after an incident). No constraint: the
+    # original may be pruned by retention before its replay; the id stays as a record.
+    replay_of = models.ForeignKey(
+        "self",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="replays",
+    )
+    # Steps copied completed from the original (a replay `from: failed_step`): the engine reads
+    # an execution's step rows when it starts only when there are some.
+    reused_steps = models.PositiveIntegerField(db_default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -183,6 +196,12 @@ class Execution(models.Model):
                 condition=Q(status=Status.PENDING),
             ),
             models.Index(fields=["team", "-created_at"], name="execution_team_recent"),
+            # An execution's replays (`replays` in its JSON).
+            models.Index(
+                fields=["replay_of"],
+                name="execution_replays",
+                condition=Q(replay_of__isnull=False),
+            ),
             # The admin's changelist: newest first, and its date hierarchy's min/max.
             models.Index(fields=["created_at", "id"], name="execution_created_at"),
         ]
@@ -373,3 +392,44 @@ class QueueSample(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["taken_at"], name="queuesample_taken_at")]
+
+
+class BulkStatus(models.TextChoices):
+    RUNNING = "running"
+    COMPLETED = "completed"
+
+
+class BulkAction(models.Model):
+    """A cancel or replay of every execution a filter matched (docs/operations.md, Bulk
+    actions): the ids are fixed when it is made, then handled in batches by the engine clock,
+    each batch and its progress in one transaction (executions.services.bulk)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=10, choices=[("cancel", "cancel"), ("replay", "replay")])
+    filter = models.JSONField(default=dict)
+    # A replay's options: {"version": "same" | "latest", "from": "start" | "failed_step"}.
+    options = models.JSONField(default=dict)
+    execution_ids = ArrayField(models.UUIDField())
+    # How many of execution_ids were handled: the next batch starts there.
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    # The first errors, "<execution id>: <reason>", at most services.bulk.ERRORS_KEPT.
+    errors = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=BulkStatus.choices)
+    created_at = models.DateTimeField(db_default=Now())
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                name="bulk_running",
+                condition=Q(status=BulkStatus.RUNNING),
+            ),
+            models.Index(fields=["team", "-created_at"], name="bulk_team_recent"),
+        ]
+
+    @property
+    def matched(self) -> int:
+        return len(self.execution_ids)

@@ -54,6 +54,15 @@ def execution_queue_positions(*, executions: Iterable[Execution]) -> dict[uuid.U
         return dict(cursor.fetchall())
 
 
+def execution_replays(*, executions: Iterable[Execution]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """The replays of each of `executions` (services/replay.py), oldest first. One query."""
+    replays: dict[uuid.UUID, list[uuid.UUID]] = {}
+    rows = Execution.objects.filter(replay_of_id__in=[e.id for e in executions])
+    for original, replay in rows.order_by("created_at", "id").values_list("replay_of_id", "id"):
+        replays.setdefault(original, []).append(replay)
+    return replays
+
+
 def _executions(team: Team) -> QuerySet[Execution]:
     return Execution.objects.filter(team=team).select_related("workflow", "version")
 

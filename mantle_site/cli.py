@@ -18,6 +18,7 @@ COMMANDS = {
     "run": ("mantle_run", "start an execution of a workflow (exit 3 when a limit rejects it)"),
     "status": ("mantle_status", "print an execution's status and its steps"),
     "cancel": ("mantle_cancel", "cancel a queued, pending or running execution"),
+    "replay": ("mantle_replay", "run an execution again (its inputs; --from-failed-step)"),
     "apply": ("mantle_apply", "create or update a team's workflows from YAML files"),
     "validate": ("mantle_validate", "check workflow YAML files (no database needed)"),
     "teams": ("mantle_teams", "create and list teams, set or clear their concurrency limit"),

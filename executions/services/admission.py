@@ -150,17 +150,19 @@ def execution_admit(
     priority: int | None = None,
     resolved: Resolved | None = None,
     execution_id: uuid.UUID | None = None,
+    version: WorkflowVersion | None = None,
 ) -> Admission:
-    """Admit one execution of the workflow's current version; `priority` (0-9) overrides the
-    workflow's. `resolved`: team, workflow and version came from a cache, checked in the same
-    statement. `execution_id`: a delayed run's, admitted when due (services/scheduled.py).
+    """Admit one execution of the workflow's current version, or of `version` (a replay's; the
+    limits are always the current version's); `priority` (0-9) overrides the workflow's.
+    `resolved`: team, workflow and version came from a cache, checked in the same statement.
+    `execution_id`: a delayed run's, admitted when due (services/scheduled.py).
 
     Raises workflows.schema.InvalidInputs before touching the database, ResolutionStale (nothing
     written) when `resolved` no longer holds, and ConcurrencyLimitExceeded (nothing written)
     when the workflow rejects and is full.
     `force` admits as pending whatever the limits; the execution then holds a slot like any other.
     """
-    version = workflow.applied_version
+    version = version or workflow.applied_version
     spec = _spec(version)
     warnings = tuple(undeclared_given(spec, inputs)) if isinstance(inputs, dict) else ()
     inputs = validate_inputs(spec, inputs)
@@ -291,6 +293,8 @@ def _admit_locked(
         "started_at": None,
         "completed_at": None,
         "run_at": None,  # a delayed run's is written back after (services/scheduled.py)
+        "replay_of_id": None,  # a replay's are written after (services/replay.py)
+        "reused_steps": 0,
     }
     execution = Execution.from_db(
         connection.alias, _INSERTED_FIELDS, [row[name] for name in _INSERTED_FIELDS]

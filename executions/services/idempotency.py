@@ -55,7 +55,7 @@ def execution_admit_once(
     if (
         resolved is None
         and idempotency_key is not None
-        and (original := _original(team, workflow, idempotency_key))
+        and (original := original_admission(team, workflow, idempotency_key))
     ):
         return original
     try:
@@ -69,14 +69,16 @@ def execution_admit_once(
             resolved=resolved,
         )
     except IntegrityError as exc:
-        if idempotency_key is None or _constraint(exc) != CONSTRAINT:
+        if idempotency_key is None or constraint_of(exc) != CONSTRAINT:
             raise
-        original = _original(team, workflow, idempotency_key)
+        original = original_admission(team, workflow, idempotency_key)
         assert original is not None, "the index said the key exists"
         return original
     except ConcurrencyLimitExceeded:
         # The racing request that holds the key may have taken the last slot: it is the original.
-        if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
+        if idempotency_key is not None and (
+            original := original_admission(team, workflow, idempotency_key)
+        ):
             return original
         raise
 
@@ -93,7 +95,9 @@ def execution_schedule_once(
 ) -> Admission:
     """A new delayed run (services/scheduled.py), or the original one (`replayed`) made under
     the key."""
-    if idempotency_key is not None and (original := _original(team, workflow, idempotency_key)):
+    if idempotency_key is not None and (
+        original := original_admission(team, workflow, idempotency_key)
+    ):
         return original
     try:
         with transaction.atomic():
@@ -107,15 +111,15 @@ def execution_schedule_once(
                 idempotency_key=idempotency_key,
             )
     except IntegrityError as exc:
-        if idempotency_key is None or _constraint(exc) != CONSTRAINT:
+        if idempotency_key is None or constraint_of(exc) != CONSTRAINT:
             raise
-        original = _original(team, workflow, idempotency_key)
+        original = original_admission(team, workflow, idempotency_key)
         assert original is not None, "the index said the key exists"
         return original
     return Admission(execution=scheduled, queue_position=None)
 
 
-def _original(team: Team, workflow: WorkflowDefinition, key: str) -> Admission | None:
+def original_admission(team: Team, workflow: WorkflowDefinition, key: str) -> Admission | None:
     original = execution_by_idempotency_key(team=team, key=key)
     if original is None:
         return None
@@ -125,6 +129,6 @@ def _original(team: Team, workflow: WorkflowDefinition, key: str) -> Admission |
     return Admission(execution=original, queue_position=position, replayed=True)
 
 
-def _constraint(exc: IntegrityError) -> str | None:
+def constraint_of(exc: IntegrityError) -> str | None:
     diag = getattr(exc.__cause__, "diag", None)
     return getattr(diag, "constraint_name", None)

@@ -1,17 +1,16 @@
-"""The dashboard's queue-depth history: a periodic sample of every live queue (a django-q2
-schedule calls `queue_sample_record`), kept for two hours."""
+"""The dashboard's queue-depth history: a sample of every live queue each minute (django-q2's
+schedule, engine/schedules.py), kept for two hours: the retention pass deletes older ones
+(services/retention.py)."""
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import connection
 
 from executions.sql import queries
 
 
 def queue_sample_record() -> int:
-    """Sample every live queue now and drop old samples; returns the number of samples taken."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    """Sample every live queue now; returns the number of samples taken."""
+    with connection.cursor() as cursor:
         cursor.execute(queries["queue_sample_record"])
-        taken = cursor.rowcount
-        cursor.execute(queries["queue_sample_prune"])
-    return taken
+        return cursor.rowcount

@@ -35,7 +35,7 @@ RETURNING id
 -- The executions %(ids)s, locked in id order (two workers advancing overlapping sets never
 -- deadlock): the columns engine.orchestrator's advance reads, its workflow's name and its team's
 -- slug.
-SELECT e.id, e.team_id, e.workflow_id, e.version_id, e.status, e.started_at,
+SELECT e.id, e.team_id, e.workflow_id, e.version_id, e.status, e.started_at, e.reused_steps,
        w.name AS workflow_name, t.slug AS team_slug
   FROM executions_execution e
   JOIN workflows_workflowdefinition w ON w.id = e.workflow_id

@@ -131,9 +131,6 @@ SELECT workflow_id,
  WHERE status IN {queued_or_holding}
  GROUP BY workflow_id
 
--- name: queue_sample_prune
-DELETE FROM executions_queuesample WHERE taken_at < statement_timestamp() - interval '2 hours'
-
 -- name: queued_past_timeout
 -- Queued executions past their version's queue_timeout (seconds in its spec), with the timeout
 -- as the YAML wrote it.

@@ -1,5 +1,6 @@
 -- Retention (services/retention.py): finished executions past their workflow's horizon, with
--- their steps (and so their outputs) and idempotency keys, and old rejections, deleted in
+-- their steps (and so their outputs) and idempotency keys, old rejections, finished bulk
+-- actions and the dashboard's old queue samples, deleted in
 -- batches of at most %(batch)s rows, each statement its own transaction. Only terminal
 -- executions are ever matched (%(statuses)s is a subset of them) and a terminal status is
 -- final: a live row is never deleted.
@@ -39,3 +40,19 @@ DELETE FROM executions_rejection WHERE id IN (
 
 -- name: expired_rejections_count
 SELECT count(*) FROM executions_rejection WHERE created_at < %(cutoff)s
+
+-- name: expired_queue_samples_delete
+-- The dashboard's queue-depth samples taken before %(cutoff)s.
+DELETE FROM executions_queuesample WHERE id IN (
+    SELECT id FROM executions_queuesample WHERE taken_at < %(cutoff)s LIMIT %(batch)s)
+
+-- name: expired_queue_samples_count
+SELECT count(*) FROM executions_queuesample WHERE taken_at < %(cutoff)s
+
+-- name: expired_bulk_actions_delete
+-- Bulk actions finished before %(cutoff)s (a running one has no finished_at).
+DELETE FROM executions_bulkaction WHERE id IN (
+    SELECT id FROM executions_bulkaction WHERE finished_at < %(cutoff)s LIMIT %(batch)s)
+
+-- name: expired_bulk_actions_count
+SELECT count(*) FROM executions_bulkaction WHERE finished_at < %(cutoff)s

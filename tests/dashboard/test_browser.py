@@ -19,11 +19,12 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from engine import dispatch, orchestrator
 from executions.models import Execution, Status, StepExecution, StepStatus
+from executions.services import bulk
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
 from teams.services import named_limit_set
-from tests.factories import KEYED, ApiKeyFactory
+from tests.factories import KEYED, ApiKeyFactory, ExecutionFactory
 from workflows.models import WorkflowDefinition
 from workflows.services import workflow_apply
 
@@ -375,3 +376,23 @@ def test_a_waiting_step_and_its_limit_show_live(sign_in, make_team):
     dispatch.steps_claim_limited("test", 10)
     expect(waiting).to_have_count(0)
     expect(limit.locator('[data-testid="limit-waiting"]')).to_have_text("0")
+
+
+def test_a_bulk_replays_progress_updates_live(sign_in, make_team, make_workflow):
+    team = make_team("payments")
+    workflow = make_workflow(team, "charge")
+    for _ in range(30):
+        ExecutionFactory(workflow=workflow, status=Status.FAILED)
+    made = bulk.bulk_create(
+        team=team, action=bulk.REPLAY, where=bulk.BulkFilter(status=Status.FAILED), limit=100
+    )
+    page = sign_in("ann", teams=(team,))
+    row = page.locator(f'tr[data-bulk="{made.id}"]')
+    expect(row.get_by_test_id("bulk-progress")).to_have_text("0 / 30")
+    bulk._batch(made.id)
+    expect(row.get_by_test_id("bulk-progress")).to_have_text(f"{bulk.BATCH} / 30")
+    expect(row.get_by_test_id("bulk-status")).to_have_text("running")
+    while bulk._batch(made.id) is not None:
+        pass
+    expect(row.get_by_test_id("bulk-progress")).to_have_text("30 / 30")
+    expect(row.get_by_test_id("bulk-status")).to_have_text("completed")

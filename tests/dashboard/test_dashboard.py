@@ -14,6 +14,7 @@ from executions.services.admission import ConcurrencyLimitExceeded, execution_ad
 from executions.services.lifecycle import execution_finish
 from executions.services.promotion import queue_promote
 from executions.services.queue_samples import queue_sample_record
+from executions.services.retention import prune
 from teams.services import named_limit_set
 from tests.factories import (
     KEYED,
@@ -298,11 +299,11 @@ def test_a_refresh_costs_the_same_few_queries_however_many_teams_and_rows(
                 execution_admit(team=team, workflow=workflow)
             QueueSampleFactory(workflow=workflow, queued=2, running=1)
     client.force_login(user)
-    # session, user, teams, queues, busiest keys, named limits, rejections, samples, queued,
-    # running
-    with django_assert_max_num_queries(10):
+    # session, user, teams, queues, busiest keys, named limits, bulk actions, rejections,
+    # samples, queued, running
+    with django_assert_max_num_queries(11):
         live(client)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(11):
         client.get("/")
 
 
@@ -343,7 +344,9 @@ def test_it_will_not_cancel_another_teams_execution(client, make_team, make_work
     assert Execution.objects.get(id=execution.id).status == Status.PENDING
 
 
-def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make_workflow):
+def test_the_sampler_records_live_queues_only_and_retention_forgets_old_samples(
+    team, make_workflow
+):
     busy, idle = make_workflow(team, "busy", limit=1), make_workflow(team, "idle")
     for _ in range(3):
         execution_admit(team=team, workflow=busy)
@@ -355,6 +358,7 @@ def test_the_sampler_records_live_queues_only_and_forgets_old_samples(team, make
         taken_at=QueueSample.objects.get().taken_at - timedelta(hours=3)
     )
     assert queue_sample_record() == 1
+    assert prune()["queue_samples"] == 1
     sample = QueueSample.objects.get()
     assert (sample.workflow_id, sample.queued, sample.running) == (busy.id, 2, 1)
 

@@ -8,9 +8,10 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from executions.models import Execution
+from executions.services import bulk
 from executions.services.admission import execution_admit
 from teams.services import named_limit_set
-from tests.factories import UserFactory
+from tests.factories import ExecutionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,3 +62,27 @@ def test_pausing_is_refused_as_cancelling_is(client, make_team, make_workflow):
     client.post(url, {"action": "pause"})
     theirs.refresh_from_db()
     assert theirs.paused_at is not None
+
+
+def test_the_progress_of_a_bulk_action_shows_on_the_team_panel(
+    client, team, make_workflow, make_user
+):
+    workflow = make_workflow(team)
+    for _ in range(30):
+        ExecutionFactory(workflow=workflow, status="failed")
+    made = bulk.bulk_create(
+        team=team, action=bulk.REPLAY, where=bulk.BulkFilter(status="failed"), limit=100
+    )
+    client.force_login(make_user("ann", teams=(team,)))
+    live = reverse("dashboard:live")
+    page = client.get(live).content.decode()
+    assert f'data-bulk="{made.id}"' in page
+    assert '<span class="num" data-testid="bulk-progress">0 / 30</span>' in page
+    bulk._batch(made.id)
+    page = client.get(live).content.decode()
+    assert f'data-testid="bulk-progress">{bulk.BATCH} / 30</span>' in page
+    while bulk._batch(made.id) is not None:
+        pass
+    page = client.get(live).content.decode()
+    assert 'data-testid="bulk-progress">30 / 30</span>' in page
+    assert 'data-testid="bulk-status">completed</span>' in page

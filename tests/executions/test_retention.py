@@ -1,5 +1,6 @@
 """Retention (docs/operations.md, Retention): finished executions past their horizon go with
-their steps and idempotency keys, rejections after the failed horizon; a workflow's own horizon
+their steps and idempotency keys, rejections and finished bulk actions after the failed horizon,
+the dashboard's queue samples after two hours; a workflow's own horizon
 overrides mantle.yaml's, 0 keeps for ever; --dry-run counts exactly what a pass deletes; a prune
 racing admissions, completions and promotions never deletes a live row."""
 
@@ -15,13 +16,20 @@ from django.db import connection, connections
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from executions.models import TERMINAL, Execution, Rejection, StepExecution
+from executions.models import (
+    TERMINAL,
+    BulkAction,
+    Execution,
+    QueueSample,
+    Rejection,
+    StepExecution,
+)
 from executions.services.admission import execution_admit
 from executions.services.retention import prune
 from mantle_site.config import ConfigError, RetentionConfig, load_config
 from tests.commands import run
 from tests.concurrency.test_admission_races import flood
-from tests.factories import workflow_yaml
+from tests.factories import QueueSampleFactory, workflow_yaml
 from workflows.schema import WorkflowInvalid
 from workflows.services import workflow_apply
 
@@ -61,12 +69,31 @@ def test_it_prunes_what_is_past_each_horizon_and_dry_run_counts_it_exactly(team,
     Rejection.objects.create(team=team, workflow=workflow)
     Rejection.objects.filter().update(created_at=timezone.now() - timedelta(days=100))
     Rejection.objects.create(team=team, workflow=workflow)
+    QueueSampleFactory.create_batch(2, workflow=workflow)
+    QueueSample.objects.filter(id=QueueSample.objects.first().id).update(
+        taken_at=timezone.now() - timedelta(hours=3)
+    )
+    for days_ago in (100, 1):
+        BulkAction.objects.create(
+            team=team,
+            action="cancel",
+            execution_ids=[],
+            status="completed",
+            finished_at=timezone.now() - timedelta(days=days_ago),
+        )
     counted = prune(dry_run=True)
     assert Execution.objects.count() == 7  # nothing deleted by the dry run
     before = pruned_total("steps")
     deleted = prune()
     assert counted == deleted
-    assert dict(deleted) == {"executions": 3, "steps": 6, "rejections": 1}
+    assert dict(deleted) == {
+        "executions": 3,
+        "steps": 6,
+        "rejections": 1,
+        "bulk_actions": 1,
+        "queue_samples": 1,
+    }
+    assert QueueSample.objects.count() == BulkAction.objects.count() == 1
     assert pruned_total("steps") == before + 6
     gone = {old_done.id, *(e.id for e in old_failed)}
     assert not Execution.objects.filter(id__in=gone).exists()
@@ -100,8 +127,13 @@ def test_the_config_sets_the_default_horizons(team, make_workflow, monkeypatch):
         settings, "MANTLE", dataclasses.replace(settings.MANTLE, retention=retention)
     )
     out = run("mantle_prune", "--dry-run")
-    assert out == "would delete: 1 executions, 2 steps, 0 rejections\n"
-    assert run("mantle_prune") == "deleted: 1 executions, 2 steps, 0 rejections\n"
+    assert (
+        out
+        == "would delete: 1 executions, 2 steps, 0 rejections, 0 bulk_actions, 0 queue_samples\n"
+    )
+    assert run("mantle_prune") == (
+        "deleted: 1 executions, 2 steps, 0 rejections, 0 bulk_actions, 0 queue_samples\n"
+    )
 
 
 @pytest.fixture

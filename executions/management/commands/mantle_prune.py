@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from executions.services.retention import prune
 
-TABLES = ("executions", "steps", "rejections")
+TABLES = ("executions", "steps", "rejections", "bulk_actions", "queue_samples")
 
 
 class Command(BaseCommand):
