@@ -11,8 +11,8 @@
 -- fair_queue_heads. Its drift cannot change a decision, because a turn is never later than its
 -- key's true place:
 --   - an admission that queues an execution lowers its key's turn to that execution's place
---     when it ranks before it (execution_queued_turn in triggers.sql, in the admission's transaction,
---     under its workflow's lock; a key without a row gets one, its latest promotion read from
+--     when it ranks before it (execution_queued_turn in triggers.sql, in the admission's
+--     transaction, under its workflow's lock; a key without a row gets one, its latest promotion read from
 --     its rows);
 --   - a promotion raises the turns of the keys it promoted to its own time, which is their
 --     latest promotion (the promote statement, in the promotion's transaction);
