@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bench import capacity, database, holding, memory, servers
+from bench import capacity, cpu, database, floor, holding, memory, servers
 from bench.measure import Measure
 from bench.report import Report, Row, percentile
 from executions.models import TERMINAL, Execution
@@ -40,7 +40,10 @@ FANOUT_GOAL_S = 12.0
 LIMITED_GOAL = 4.0  # times DBOS's completions per second
 PROMOTION_GOAL_MS = 50.0
 MEMORY_GOAL_MB = 300.0  # RSS of one step worker with 1,000 steps in flight
-DBOS_POLLING_MS = 1000.0  # a DBOS queue's default polling_interval_sec
+DBOS_POLLING_MS = 1000.0
+CPU_GOAL_MS = 3.5  # per no-op execution through the service, every process (bench.cpu)
+FLOOR_GOAL = 0.5  # no-ops through the service over pgbench's floor (bench.floor)
+FLOOR_SECONDS = 5  # a DBOS queue's default polling_interval_sec
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,10 @@ def _on_mantle(
     try:
         with servers.serve(environment=environment) as base:
             _warm_up()
-            measure = scenario(base)
+            serving = cpu.children("mantle_serve")
+            with cpu.Meter(database=database.NAME, roots=serving) as meter:
+                measure = scenario(base)
+            measure = Measure(**{**measure.to_json(), "cpu_seconds": meter.seconds})
     finally:
         database.truncate_executions()
     _progress(f"Mantle {name}", measure)
@@ -257,9 +263,63 @@ def _rate_row(
     )
 
 
+def _cpu_row(scenario: str, ours: Measure, theirs: Measure, goal_ms: float | None) -> Row:
+    mine = sum(ours.cpu_seconds.values()) * 1000 / ours.done if ours.done else float("nan")
+    peer = sum(theirs.cpu_seconds.values()) * 1000 / theirs.done if theirs.done else float("nan")
+    return Row(
+        "6 throughput",
+        f"CPU per execution, {scenario} (bench.cpu: user + system of every process)",
+        cpu.per_execution_ms(ours.cpu_seconds, ours.done),
+        cpu.per_execution_ms(theirs.cpu_seconds, theirs.done),
+        f"{peer / mine:.2f}",
+        f"≤ {goal_ms:.1f} ms" if goal_ms else "",
+        ("yes" if mine <= goal_ms else "NO") if goal_ms else "",
+    )
+
+
+def _cpu_and_floor(
+    report: Report,
+    http: Measure,
+    theirs_http: Measure,
+    service: Measure,
+    theirs_service: Measure,
+    the_floor: floor.Floor,
+) -> None:
+    """CPU per no-op execution beside DBOS's (the ratio: its CPU over ours), then the no-op
+    rates over the floor (bench.floor)."""
+    report.add(_cpu_row("one-step no-op over HTTP", http, theirs_http, None))
+    report.add(_cpu_row("one-step no-op through the service", service, theirs_service, CPU_GOAL_MS))
+    floor_name = (
+        f"pgbench's floor: the insert, claim and finish of one execution, three commits,"
+        f" {floor.CLIENTS} clients"
+    )
+    report.add(
+        Row(
+            "6 throughput",
+            f"no-op executions through the service (vs {floor_name})",
+            f"{service.rate:,.1f} /s",
+            f"{the_floor.rate:,.1f} /s, PostgreSQL {the_floor.cpu_ms:.2f} ms CPU each",
+            f"{service.rate / the_floor.rate:.2f}",
+            f"≥ {FLOOR_GOAL:.2f}",
+            "yes" if service.rate / the_floor.rate >= FLOOR_GOAL else "NO",
+        )
+    )
+    report.add(
+        Row(
+            "6 throughput",
+            "no-op executions over HTTP (vs the same floor)",
+            f"{http.rate:,.1f} /s",
+            f"{the_floor.rate:,.1f} /s",
+            f"{http.rate / the_floor.rate:.2f}",
+        )
+    )
+
+
 def run(report: Report, *, sizes: Sizes) -> None:
     with holding.server() as url:
         pairs = _pairs(sizes, url)
+        noop = capacity.workflow("noop", capacity.NOOP)
+        the_floor = floor.run(noop, seconds=FLOOR_SECONDS, url=os.environ["DATABASE_URL"])
         calls = capacity.workflow("capacity", capacity.capacity_yaml(url))
         in_one, rss_mb = _in_one_worker(calls, sizes.steps)
     s = sizes
@@ -308,6 +368,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
             service.rate >= SERVICE_GOAL,
         )
     )
+    _cpu_and_floor(report, http, theirs_http, service, theirs_service, the_floor)
     report.add(
         _timed_row(
             "6 throughput",

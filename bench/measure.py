@@ -15,6 +15,7 @@ class Measure:
     failed: int = 0
     max_running: int = 0  # most steps seen running at once, from their start and end times
     latencies_ms: list[float] = field(default_factory=list)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # by part (bench.cpu)
 
     @property
     def rate(self) -> float:

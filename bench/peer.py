@@ -17,10 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 import httpx
 from dbos import DBOS, WorkflowHandle
 
+from bench import cpu
 from bench.measure import Measure, max_overlap
 
 CLIENTS = 16  # threads submitting, as on Mantle's side
@@ -144,7 +146,10 @@ def main(argv: list[str]) -> None:
     scenarios = {"capacity": capacity, "noops": noops, "fanout": fanout, "limited": limited}
     try:
         for name, arguments in json.loads(options.scenarios):
-            measure = scenarios[name](**arguments)
+            database = urlsplit(options.database).path.lstrip("/")
+            with cpu.Meter(database=database, own="DBOS") as meter:
+                measure = scenarios[name](**arguments)
+            measure = Measure(**{**measure.to_json(), "cpu_seconds": meter.seconds})
             print("RESULT " + json.dumps({"scenario": name, **measure.to_json()}), flush=True)
     finally:
         DBOS.destroy()

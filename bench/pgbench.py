@@ -120,7 +120,7 @@ def _render(value: Any, ids: dict[int, str], name: str | None) -> str:
     return psql.Literal(value).as_string(connection.connection)
 
 
-def _statement(sql: str, params: Any, ids: dict[int, str]) -> str:
+def statement(sql: str, params: Any, ids: dict[int, str]) -> str:
     if isinstance(params, dict):
         text = re.sub(r"%\((\w+)\)s", lambda m: _render(params[m[1]], ids, m[1]), sql)
     else:
@@ -153,9 +153,9 @@ def script(targets: list[Target]) -> str:
         execution_admit(team=sample.team, workflow=sample.workflow)
     locked, after_commit = capture_admission(sample)
     lines.append("BEGIN;")
-    lines += [_statement(sql, params, ids) for sql, params in locked]
+    lines += [statement(sql, params, ids) for sql, params in locked]
     lines.append("END;")
-    lines += [_statement(sql, params, ids) for sql, params in after_commit]
+    lines += [statement(sql, params, ids) for sql, params in after_commit]
     return "\n".join(lines) + "\n"
 
 

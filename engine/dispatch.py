@@ -30,6 +30,7 @@ status of each step's execution. The statements are in executions/sql/engine.sql
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,6 +39,7 @@ from django.conf import settings
 from django.db import connection
 
 from core import locks
+from executions.models import StepExecution
 from executions.sql import queries
 
 
@@ -157,3 +159,30 @@ def leases_release(owner: str, held: dict[int, int]) -> int:
             {"owner": owner, "ids": list(held), "attempts": list(held.values())},
         )
         return cursor.rowcount
+
+
+def steps_insert(rows: list[StepExecution]) -> None:
+    """Insert the step rows an advance created, in one statement (steps_insert): through
+    bulk_create, preparing each value of each column cost a quarter of the claimer's CPU in a
+    no-op execution (docs/performance.md, CPU per execution)."""
+    if not rows:
+        return
+    listed = [
+        {
+            "execution_id": str(row.execution_id),
+            "name": row.name,
+            "fanout_index": row.fanout_index,
+            "status": row.status,
+            "error": row.error,
+            # Unset, an ArrayField with a db_default holds a DatabaseDefault: the empty list.
+            "limit_ids": row.limit_ids if isinstance(row.limit_ids, list) else [],
+            "limit_units": row.limit_units if isinstance(row.limit_units, list) else [],
+            "rate_id": row.rate_id,
+            "rate_units": row.rate_units,
+            "rate_key": row.rate_key,
+            "completed": row.completed_at is not None,  # Now(): the statement's time
+        }
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(queries["steps_insert"], {"rows": json.dumps(listed)})

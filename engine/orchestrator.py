@@ -248,7 +248,7 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
             if outcome is not None:
                 finishes.append((execution, *outcome))
         # Before the ends: ending a failed execution cancels its pending steps, these included.
-        StepExecution.objects.bulk_create(created)
+        dispatch.steps_insert(created)
         lifecycle.executions_finish_locked(finishes)
 
 

@@ -213,3 +213,19 @@ UPDATE executions_execution e
    SET status = o.status, error = o.error, blocked_by = NULL, completed_at = %(completed_at)s
   FROM unnest(%(ids)s::uuid[], %(statuses)s::text[], %(errors)s::text[]) AS o(id, status, error)
  WHERE e.id = o.id
+
+-- name: steps_insert
+-- The step rows an advance created (engine/orchestrator.py), in one statement, from a JSON list
+-- of the columns an advance sets; the others take their defaults (team_id the execution's, by
+-- the trigger of migration 0020). A row `completed` (created skipped or failed) ends at the
+-- statement's time, as Now() ends it in an ORM insert.
+INSERT INTO executions_stepexecution
+       (execution_id, name, fanout_index, status, attempt, error, lease_owner, limit_ids,
+        limit_units, rate_id, rate_units, rate_key, completed_at)
+SELECT r.execution_id, r.name, r.fanout_index, r.status, 1, r.error, '', r.limit_ids,
+       r.limit_units, r.rate_id, r.rate_units, r.rate_key,
+       CASE WHEN r.completed THEN statement_timestamp() END
+  FROM jsonb_to_recordset(%(rows)s::jsonb)
+       AS r(execution_id uuid, name text, fanout_index int, status text, error text,
+            limit_ids bigint[], limit_units int[], rate_id bigint, rate_units int, rate_key text,
+            completed boolean)
