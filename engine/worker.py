@@ -17,7 +17,12 @@ worker until the role or the backstop. A claimed step whose params read no expre
 without another query. Finished attempts are settled in batches: one transaction ends every
 attempt that finished meanwhile and advances their executions, by at most SETTLERS batches at
 once; attempts of steps with step-scope limits apart, on a connection of their own, so that the
-units they free are not held up behind a large batch.
+units they free are not held up behind a large batch. That connection hands the units on itself:
+right after the commit that frees them, it claims the waiting steps they let in, for this worker
+(whatever its claimer role: the limits' locks keep it exact), in a transaction of its own that
+takes nothing before those locks. The NOTIFY of that commit, the claimer's claim and the safety
+poll remain for the units freed by other paths (cancel, reaper, a hand-off claim that failed).
+Slots are reserved by whichever claim is in flight, so two claims never fill the same slot.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -39,15 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
-import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from core import locks
-from engine import claimer, dispatch, orchestrator, runner
+from engine import claimer, dispatch, listener, orchestrator, runner
 from engine.actions import ActionContext
 from executions.models import Status, StepStatus
-from executions.sql import WORK_CHANNEL
 
 HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
 SAFETY_POLL = 5.0  # seconds between the claimer's claims when nothing wakes it
@@ -89,6 +91,7 @@ class _Settling:
 
     pool: ThreadPoolExecutor
     most: int
+    hands_on: bool = False  # after each batch, claim the waiting steps the freed units let in
     waiting: list[_Unsettled] = field(default_factory=list)
     batches: int = 0
 
@@ -120,7 +123,7 @@ class StepWorker:
         self.leases = ThreadPoolExecutor(1, thread_name_prefix="leases")
         self.background: set[asyncio.Future[Any]] = set()
         self.wake = asyncio.Event()
-        self.listener = _Listener(self.wake)
+        self.listener = listener.Listener(self.wake)
         self.role = claimer.ClaimerRole(claimer_lock, on_acquired=self.wake.set)
         # The last claim took as many steps as there were free slots: more may be due, and a
         # freed slot wakes the claimer. (Otherwise it does not: nothing is left to claim.)
@@ -128,7 +131,8 @@ class StepWorker:
         self.settling = _Settling(self.db, SETTLERS)
         # A step holding step-scope limits frees its units only when its end commits
         # (docs/limits.md, Step scope): it is settled apart, never behind a batch of others.
-        self.freeing = _Settling(ThreadPoolExecutor(1, thread_name_prefix="freeing"), 1)
+        self.freeing = _Settling(ThreadPoolExecutor(1, thread_name_prefix="freeing"), 1, True)
+        self.reserved = 0  # free slots a claim in flight may fill
 
     async def run(self) -> None:
         limits = httpx.Limits(max_connections=self.slots, max_keepalive_connections=self.slots)
@@ -191,26 +195,44 @@ class StepWorker:
         first steps come before the next branches of a fan-out, as in a step claim); what it
         leaves waits for any worker. A full worker starts executions too, so a start never waits
         for a slot to free."""
-        free = self.slots - len(self.held)
-        limited = await self._on(
-            self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
-        )
-        self._hold(limited, limited=True)
-        free -= len(limited)
-        started, first = await self._on(
-            self.starts, orchestrator.executions_start, EXECUTION_BATCH, owner=self.owner, room=free
-        )
-        self._hold(first)
-        free -= len(first)
-        claims = await self._on(self.claims, _steps_claim, dispatch.steps_claim, self.owner, free)
-        self._hold(claims)
-        self.short_of_slots = len(claims) == free
-        return started == EXECUTION_BATCH or (self.short_of_slots and free > 0)
+        free = self._reserve(0)
+        try:
+            limited = await self._on(
+                self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
+            )
+            free -= self._hold(limited, limited=True)
+            started, first = await self._on(
+                self.starts,
+                orchestrator.executions_start,
+                EXECUTION_BATCH,
+                owner=self.owner,
+                room=free,
+            )
+            free -= self._hold(first)
+            wanted = free
+            claims = await self._on(
+                self.claims, _steps_claim, dispatch.steps_claim, self.owner, wanted
+            )
+            free -= self._hold(claims)
+        finally:
+            self.reserved -= free
+        self.short_of_slots = len(claims) == wanted
+        return started == EXECUTION_BATCH or (self.short_of_slots and wanted > 0)
 
-    def _hold(self, claims: list[dispatch.Claim], *, limited: bool = False) -> None:
+    def _reserve(self, freed: int) -> int:
+        """Reserve the free slots (and `freed` more, held by attempts being settled) for a
+        claim: how many. The claim gives back what it does not fill."""
+        free = 0 if self.stopping else self.slots - len(self.held) - self.reserved + freed
+        self.reserved += max(free, 0)
+        return max(free, 0)
+
+    def _hold(self, claims: list[dispatch.Claim], *, limited: bool = False) -> int:
+        """Run the claims, in slots their claim reserved: how many."""
+        self.reserved -= len(claims)
         for claim in claims:
             held = self.held[claim.id] = _Held(claim, limited)
             self._background(asyncio.create_task(self._attempt(held)))
+        return len(claims)
 
     async def _idle_timeout(self) -> float:
         if not self.role.held:
@@ -284,9 +306,30 @@ class StepWorker:
             while settling.waiting:
                 batch = settling.waiting[:SETTLE_BATCH]
                 del settling.waiting[:SETTLE_BATCH]
-                await self._settle_batch(settling.pool, batch)
+                if settling.hands_on:
+                    await self._settle_handing_on(settling.pool, batch)
+                else:
+                    await self._settle_batch(settling.pool, batch)
         finally:
             settling.batches -= 1
+
+    async def _settle_handing_on(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
+        """Settle, then claim at once the waiting steps the freed units let in, into the slots
+        of the batch's attempts (still held until settled) and any other free ones."""
+        room = self._reserve(len(batch))
+        settlements = [settlement for settlement, _ in batch]
+        try:
+            settled, claims = await self._on(
+                pool, _settle_then_claim, settlements, self.owner, room
+            )
+        except Exception:
+            self.reserved -= room
+            await self._settle_batch(pool, batch)  # the settle failed: as any batch
+            return
+        held = self._hold(claims, limited=True)
+        self.reserved -= room - held
+        for settlement, future in batch:
+            future.set_result(settlement.claim.id in settled)
 
     async def _settle_batch(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
         try:
@@ -348,90 +391,6 @@ class StepWorker:
         return f"worker {self.owner}"
 
 
-class _Listener:
-    """LISTEN on the work channel, read on the event loop, and only while armed: the claim loop
-    arms it as a claim begins, and the first notification then disarms it and wakes the loop.
-    Disarmed, it reads nothing: every notification goes to every worker (10 in a default serve),
-    and a listener thread reading each as it came cost a tenth of the CPU of a no-op
-    execution. Arming drops what came meanwhile: it was committed before the claim about to
-    begin, which sees that work."""
-
-    def __init__(self, wake: asyncio.Event) -> None:
-        self.wake = wake
-        self.connection: psycopg.Connection[Any] | None = None
-        self.socket = -1  # the connection's, read while armed
-        self.armed = False
-        self.reopening: asyncio.Task[None] | None = None
-
-    async def open(self) -> None:
-        """Connect and LISTEN (again after a loss), retrying each second until it can."""
-        while self.connection is None:
-            try:
-                self.connection = await asyncio.to_thread(locks.listen, WORK_CHANNEL)
-                self.socket = self._pgconn().socket
-            except DatabaseError:
-                logger.warning("listener cannot connect; retrying", exc_info=True)
-                await asyncio.sleep(1.0)
-        if self.armed:
-            self._watch()
-        self.wake.set()  # work may have been announced while no one listened
-
-    def arm(self) -> None:
-        if self.armed:
-            return
-        self.armed = True
-        if self.connection is not None:
-            self._read()  # what came meanwhile: dropped
-        if self.connection is not None:
-            self._watch()
-
-    def drain(self) -> None:
-        """Disarmed: read what came and drop it (a worker that is not the claimer still reads
-        its notifications, or they would fill the connection and hold PostgreSQL's queue)."""
-        if self.armed:
-            self.armed = False
-            if self.connection is not None:
-                asyncio.get_running_loop().remove_reader(self.socket)
-        if self.connection is not None:
-            self._read()
-
-    def close(self) -> None:
-        if self.connection is not None:
-            asyncio.get_running_loop().remove_reader(self.socket)
-            self.connection.close()
-            self.connection = None
-
-    def _pgconn(self) -> psycopg.pq.abc.PGconn:
-        assert self.connection is not None
-        return self.connection.pgconn
-
-    def _watch(self) -> None:
-        asyncio.get_running_loop().add_reader(self.socket, self._readable)
-
-    def _readable(self) -> None:
-        if self._read():
-            self.armed = False
-            if self.connection is not None:
-                asyncio.get_running_loop().remove_reader(self.socket)
-            self.wake.set()
-
-    def _read(self) -> bool:
-        """Read what arrived, dropping the notifications: whether any came (or the connection
-        was lost: then the claim loop claims while a new connection opens)."""
-        pgconn = self._pgconn()
-        try:
-            pgconn.consume_input()
-        except psycopg.OperationalError:
-            logger.warning("listener lost its connection; reconnecting", exc_info=True)
-            self.close()
-            self.reopening = asyncio.get_running_loop().create_task(self.open())
-            return True
-        came = False
-        while pgconn.notifies() is not None:
-            came = True
-        return came
-
-
 def _steps_claim(
     claim: Callable[[str, int], list[dispatch.Claim]], owner: str, limit: int
 ) -> list[dispatch.Claim]:
@@ -442,6 +401,21 @@ def _steps_claim(
     for version_id in {claim.version_id for claim in claims}:
         orchestrator.spec_by_id(version_id)
     return claims
+
+
+def _settle_then_claim(
+    settlements: list[runner.Settlement], owner: str, room: int
+) -> tuple[set[int], list[dispatch.Claim]]:
+    """Settle (one transaction), then claim the waiting limited steps that now fit (another:
+    the claim takes its limits' locks holding nothing, docs/limits.md, Step scope)."""
+    settled = runner.settle(settlements)
+    try:
+        return settled, _steps_claim(dispatch.steps_claim_limited, owner, room)
+    except DatabaseError:
+        # The settle committed: its NOTIFY wakes the claimer, which claims what this could not.
+        connection.close()
+        logger.exception("claiming after a settle failed; the claimer claims instead")
+        return settled, []
 
 
 async def _serve(worker: StepWorker) -> None:
