@@ -6,16 +6,21 @@ workflow (no-op, 0.1 s of work, no-op) on a fresh `mantle serve` with its defaul
 - execution scope: the same workflow under `max_parallel_executions: 10`, which holds each slot
   for the whole execution (the ratio of the two shows what step scope buys);
 - hand-off: each time a middle step ends, how long until the next waiting one starts (the
-  latest end before each start that waited, over every start after the first 10), p99.
+  latest end before each start that waited, over every start after the first 10), p99;
+- claim cost: figure 6's 1,000 one-step no-op executions through the service, their step
+  listing a limit of 1,000 units (never full: only the cost of the limit-aware claim and its
+  locks shows) vs the same step listing none.
 """
 
 from __future__ import annotations
+
+from django.db.models import Max, Min
 
 from bench import capacity
 from bench.engine import _on_mantle
 from bench.measure import Measure
 from bench.report import Report, Row, percentile
-from executions.models import StepExecution
+from executions.models import Execution, StepExecution
 from teams.models import Team
 from teams.services import named_limit_set, team_create
 
@@ -25,6 +30,8 @@ WORK_SECONDS = 0.1
 IDEAL = LIMIT / WORK_SECONDS  # completions per second
 THROUGHPUT_GOAL = 0.9  # of the ideal
 HANDOFF_GOAL_MS = 50.0
+WIDE = 1_000  # units of the limit the no-op step lists in the claim-cost scenario
+CLAIM_COST_GOAL = 0.8  # of the no-op throughput without a limit
 
 
 def _steps(limits: str) -> str:
@@ -61,15 +68,21 @@ def run(results: Report) -> None:
         slug=capacity.TEAM, max_concurrent_executions=0
     )
     named_limit_set(team=team, name="bench-step", max=LIMIT)
+    named_limit_set(team=team, name="bench-wide", max=WIDE)
     step_scope = capacity.workflow("step-scope", _steps("    limits: [bench-step]\n"))
     execution_scope = capacity.workflow(
         "execution-scope", f"max_parallel_executions: {LIMIT}\n" + _steps("")
     )
     handoffs: list[float] = []
+    admitted: list[float] = []
 
     def stepped(base: str) -> Measure:
         measure = capacity.through_service(step_scope, EXECUTIONS)
         handoffs.extend(_handoffs_ms(step_scope.name))
+        span = Execution.objects.filter(workflow=step_scope).aggregate(
+            first=Min("created_at"), last=Max("created_at")
+        )
+        admitted.append((span["last"] - span["first"]).total_seconds())
         return measure
 
     step = _on_mantle("step scope", stepped)
@@ -97,6 +110,11 @@ def run(results: Report) -> None:
             f"{step.rate / whole.rate:.2f}" if whole.rate else "",
         )
     )
+    results.notes.append(
+        f"figure 10: the {EXECUTIONS:,} admissions of the step-scope run took {admitted[0]:.1f} s"
+        f" (its ideal of {EXECUTIONS / IDEAL:g} s needs them at {IDEAL:g}/s or more)"
+    )
+    _claim_cost(results)
     p99 = percentile(handoffs, 99)
     results.add(
         Row(
@@ -107,5 +125,27 @@ def run(results: Report) -> None:
             "",
             f"< {HANDOFF_GOAL_MS:g} ms",
             "yes" if p99 < HANDOFF_GOAL_MS else "no",
+        )
+    )
+
+
+def _claim_cost(results: Report) -> None:
+    plain = capacity.workflow("noop", capacity.NOOP)
+    listed = capacity.workflow("noop-limited", capacity.NOOP + "    limits: [bench-wide]\n")
+    without = _on_mantle("no-op steps", lambda base: capacity.through_service(plain, EXECUTIONS))
+    limited = _on_mantle(
+        "no-op steps listing a limit", lambda base: capacity.through_service(listed, EXECUTIONS)
+    )
+    ratio = limited.rate / without.rate if without.rate else 0.0
+    results.add(
+        Row(
+            "10",
+            f"claim cost: {EXECUTIONS:,} one-step no-op executions, the step listing a limit of"
+            f" {WIDE:,} vs none (figure 6's)",
+            f"{limited.rate:.1f}/s",
+            f"{without.rate:.1f}/s",
+            f"{ratio:.2f}",
+            f">= {CLAIM_COST_GOAL}",
+            "yes" if limited.finished and ratio >= CLAIM_COST_GOAL else "no",
         )
     )
