@@ -11,17 +11,22 @@ workflow (no-op, 0.1 s of work, no-op) on a fresh `mantle serve` with its defaul
   concurrency limit taken inside the middle task (bench.prefect_server, bench.prefect_peer),
   scaled down to PEER_EXECUTIONS chains cut at PEER_DEADLINE (it completes about one a second
   here): its completions per second and hand-off p99 against Mantle's.
+- claim cost: figure 6's 1,000 one-step no-op executions through the service, their step
+  listing a limit of 1,000 units (never full: only the cost of the limit-aware claim and its
+  locks shows) vs the same step listing none.
 """
 
 from __future__ import annotations
 
 import time
 
+from django.db.models import Max, Min
+
 from bench import capacity, prefect_server
 from bench.engine import _on_mantle, _progress
 from bench.measure import Measure, handoffs_ms
 from bench.report import Report, Row, percentile
-from executions.models import StepExecution
+from executions.models import Execution, StepExecution
 from teams.models import Team
 from teams.services import named_limit_set, team_create
 
@@ -35,6 +40,8 @@ PEER_EXECUTIONS = 200
 PEER_DEADLINE = 120.0  # seconds; what finished by then is Prefect's rate
 PEER_RATE_GOAL = 10.0  # Mantle's completions/s over Prefect's
 PEER_HANDOFF_GOAL = 0.1  # Mantle's hand-off p99 over Prefect's
+WIDE = 1_000  # units of the limit the no-op step lists in the claim-cost scenario
+CLAIM_COST_GOAL = 0.8  # of the no-op throughput without a limit
 
 
 def _steps(limits: str) -> str:
@@ -65,15 +72,21 @@ def run(results: Report) -> None:
         slug=capacity.TEAM, max_concurrent_executions=0
     )
     named_limit_set(team=team, name="bench-step", max=LIMIT)
+    named_limit_set(team=team, name="bench-wide", max=WIDE)
     step_scope = capacity.workflow("step-scope", _steps("    limits: [bench-step]\n"))
     execution_scope = capacity.workflow(
         "execution-scope", f"max_parallel_executions: {LIMIT}\n" + _steps("")
     )
     handoffs: list[float] = []
+    admitted: list[float] = []
 
     def stepped(base: str) -> Measure:
         measure = capacity.through_service(step_scope, EXECUTIONS)
         handoffs.extend(_handoffs_ms(step_scope.name))
+        span = Execution.objects.filter(workflow=step_scope).aggregate(
+            first=Min("created_at"), last=Max("created_at")
+        )
+        admitted.append((span["last"] - span["first"]).total_seconds())
         return measure
 
     step = _on_mantle("step scope", stepped)
@@ -107,6 +120,11 @@ def run(results: Report) -> None:
             f"{step.rate / whole.rate:.2f}" if whole.rate else "",
         )
     )
+    results.notes.append(
+        f"figure 10: the {EXECUTIONS:,} admissions of the step-scope run took {admitted[0]:.1f} s"
+        f" (its ideal of {EXECUTIONS / IDEAL:g} s needs them at {IDEAL:g}/s or more)"
+    )
+    _claim_cost(results)
     p99 = percentile(handoffs, 99)
     results.add(
         Row(
@@ -164,5 +182,27 @@ def _add_peer_rows(
             f"{ours / their_p99:.3f}" if their_p99 else "",
             f"< {PEER_HANDOFF_GOAL:g}",
             "yes" if their_p99 and ours / their_p99 < PEER_HANDOFF_GOAL else "no",
+        )
+    )
+
+
+def _claim_cost(results: Report) -> None:
+    plain = capacity.workflow("noop", capacity.NOOP)
+    listed = capacity.workflow("noop-limited", capacity.NOOP + "    limits: [bench-wide]\n")
+    without = _on_mantle("no-op steps", lambda base: capacity.through_service(plain, EXECUTIONS))
+    limited = _on_mantle(
+        "no-op steps listing a limit", lambda base: capacity.through_service(listed, EXECUTIONS)
+    )
+    ratio = limited.rate / without.rate if without.rate else 0.0
+    results.add(
+        Row(
+            "10",
+            f"claim cost: {EXECUTIONS:,} one-step no-op executions, the step listing a limit of"
+            f" {WIDE:,} vs none (figure 6's)",
+            f"{limited.rate:.1f}/s",
+            f"{without.rate:.1f}/s",
+            f"{ratio:.2f}",
+            f">= {CLAIM_COST_GOAL}",
+            "yes" if limited.finished and ratio >= CLAIM_COST_GOAL else "no",
         )
     )

@@ -17,7 +17,12 @@ worker until the role or the backstop. A claimed step whose params read no expre
 without another query. Finished attempts are settled in batches: one transaction ends every
 attempt that finished meanwhile and advances their executions, by at most SETTLERS batches at
 once; attempts of steps with step-scope limits apart, on a connection of their own, so that the
-units they free are not held up behind a large batch.
+units they free are not held up behind a large batch. That connection hands the units on itself:
+right after the commit that frees them, it claims the waiting steps they let in, for this worker
+(whatever its claimer role: the limits' locks keep it exact), in a transaction of its own that
+takes nothing before those locks. The NOTIFY of that commit, the claimer's claim and the safety
+poll remain for the units freed by other paths (cancel, reaper, a hand-off claim that failed).
+Slots are reserved by whichever claim is in flight, so two claims never fill the same slot.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
 their executions' status: a cancelled or timed-out execution stops its steps within a
@@ -87,6 +92,7 @@ class _Settling:
 
     pool: ThreadPoolExecutor
     most: int
+    hands_on: bool = False  # after each batch, claim the waiting steps the freed units let in
     waiting: list[_Unsettled] = field(default_factory=list)
     batches: int = 0
 
@@ -126,7 +132,8 @@ class StepWorker:
         self.settling = _Settling(self.db, SETTLERS)
         # A step holding step-scope limits frees its units only when its end commits
         # (docs/limits.md, Step scope): it is settled apart, never behind a batch of others.
-        self.freeing = _Settling(ThreadPoolExecutor(1, thread_name_prefix="freeing"), 1)
+        self.freeing = _Settling(ThreadPoolExecutor(1, thread_name_prefix="freeing"), 1, True)
+        self.reserved = 0  # free slots a claim in flight may fill
 
     async def run(self) -> None:
         limits = httpx.Limits(max_connections=self.slots, max_keepalive_connections=self.slots)
@@ -189,26 +196,44 @@ class StepWorker:
         first steps come before the next branches of a fan-out, as in a step claim); what it
         leaves waits for any worker. A full worker starts executions too, so a start never waits
         for a slot to free."""
-        free = self.slots - len(self.held)
-        limited = await self._on(
-            self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
-        )
-        self._hold(limited, limited=True)
-        free -= len(limited)
-        started, first = await self._on(
-            self.starts, orchestrator.executions_start, EXECUTION_BATCH, owner=self.owner, room=free
-        )
-        self._hold(first)
-        free -= len(first)
-        claims = await self._on(self.claims, _steps_claim, dispatch.steps_claim, self.owner, free)
-        self._hold(claims)
-        self.short_of_slots = len(claims) == free
-        return started == EXECUTION_BATCH or (self.short_of_slots and free > 0)
+        free = self._reserve(0)
+        try:
+            limited = await self._on(
+                self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
+            )
+            free -= self._hold(limited, limited=True)
+            started, first = await self._on(
+                self.starts,
+                orchestrator.executions_start,
+                EXECUTION_BATCH,
+                owner=self.owner,
+                room=free,
+            )
+            free -= self._hold(first)
+            wanted = free
+            claims = await self._on(
+                self.claims, _steps_claim, dispatch.steps_claim, self.owner, wanted
+            )
+            free -= self._hold(claims)
+        finally:
+            self.reserved -= free
+        self.short_of_slots = len(claims) == wanted
+        return started == EXECUTION_BATCH or (self.short_of_slots and wanted > 0)
 
-    def _hold(self, claims: list[dispatch.Claim], *, limited: bool = False) -> None:
+    def _reserve(self, freed: int) -> int:
+        """Reserve the free slots (and `freed` more, held by attempts being settled) for a
+        claim: how many. The claim gives back what it does not fill."""
+        free = 0 if self.stopping else self.slots - len(self.held) - self.reserved + freed
+        self.reserved += max(free, 0)
+        return max(free, 0)
+
+    def _hold(self, claims: list[dispatch.Claim], *, limited: bool = False) -> int:
+        """Run the claims, in slots their claim reserved: how many."""
+        self.reserved -= len(claims)
         for claim in claims:
             held = self.held[claim.id] = _Held(claim, limited)
             self._background(asyncio.create_task(self._attempt(held)))
+        return len(claims)
 
     async def _idle_timeout(self) -> float:
         if not self.role.held:
@@ -282,9 +307,30 @@ class StepWorker:
             while settling.waiting:
                 batch = settling.waiting[:SETTLE_BATCH]
                 del settling.waiting[:SETTLE_BATCH]
-                await self._settle_batch(settling.pool, batch)
+                if settling.hands_on:
+                    await self._settle_handing_on(settling.pool, batch)
+                else:
+                    await self._settle_batch(settling.pool, batch)
         finally:
             settling.batches -= 1
+
+    async def _settle_handing_on(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
+        """Settle, then claim at once the waiting steps the freed units let in, into the slots
+        of the batch's attempts (still held until settled) and any other free ones."""
+        room = self._reserve(len(batch))
+        settlements = [settlement for settlement, _ in batch]
+        try:
+            settled, claims = await self._on(
+                pool, _settle_then_claim, settlements, self.owner, room
+            )
+        except Exception:
+            self.reserved -= room
+            await self._settle_batch(pool, batch)  # the settle failed: as any batch
+            return
+        held = self._hold(claims, limited=True)
+        self.reserved -= room - held
+        for settlement, future in batch:
+            future.set_result(settlement.claim.id in settled)
 
     async def _settle_batch(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
         try:
@@ -356,6 +402,21 @@ def _steps_claim(
     for version_id in {claim.version_id for claim in claims}:
         orchestrator.spec_by_id(version_id)
     return claims
+
+
+def _settle_then_claim(
+    settlements: list[runner.Settlement], owner: str, room: int
+) -> tuple[set[int], list[dispatch.Claim]]:
+    """Settle (one transaction), then claim the waiting limited steps that now fit (another:
+    the claim takes its limits' locks holding nothing, docs/limits.md, Step scope)."""
+    settled = runner.settle(settlements)
+    try:
+        return settled, _steps_claim(dispatch.steps_claim_limited, owner, room)
+    except DatabaseError:
+        # The settle committed: its NOTIFY wakes the claimer, which claims what this could not.
+        connection.close()
+        logger.exception("claiming after a settle failed; the claimer claims instead")
+        return settled, []
 
 
 async def _serve(worker: StepWorker) -> None:
