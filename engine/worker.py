@@ -37,6 +37,7 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -47,12 +48,13 @@ import httpx
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from engine import claimer, dispatch, orchestrator, runner
+from engine import claimer, dispatch, leases, orchestrator, runner
 from engine.actions import ActionContext
 from engine.listener import Listener
-from executions.models import Status, StepStatus
+from executions.models import StepStatus
 
 HEARTBEAT = 0.5  # seconds; also bounds how long a cancelled step keeps running
+FENCE_POLL = 0.1  # seconds between looks at the leases while a renewal is unanswered
 SAFETY_POLL = 5.0  # seconds between the claimer's claims when nothing wakes it
 # Seconds between the starts of two claims of one process: the claimer claims at most this often
 # however many notifications come (a busy claim takes all that is due meanwhile), and at once
@@ -97,22 +99,11 @@ class _Settling:
     batches: int = 0
 
 
-@dataclass
-class _Held:
-    claim: dispatch.Claim
-    limited: bool  # claimed by the limit-aware claim: it holds step-scope limits
-    action: asyncio.Task[runner.Outcome] | None = None
-    stopped: bool = False
-    # Why the attempt was stopped: the outcome to settle, or None to walk away (the lease was
-    # taken over, or the worker is stopping and hands the step back).
-    verdict: runner.Outcome | None = None
-
-
 class StepWorker:
     def __init__(self, *, slots: int, claimer_lock: str | None = None) -> None:
         self.slots = slots
         self.owner = new_owner()
-        self.held: dict[int, _Held] = {}
+        self.held: dict[int, leases.Held] = {}
         self.stopping = False
         # Settle batches, and the params of steps that read expressions.
         self.db = ThreadPoolExecutor(SETTLERS, thread_name_prefix="db")
@@ -231,7 +222,7 @@ class StepWorker:
         """Run the claims, in slots their claim reserved: how many."""
         self.reserved -= len(claims)
         for claim in claims:
-            held = self.held[claim.id] = _Held(claim, limited)
+            held = self.held[claim.id] = leases.Held(claim, limited)
             self._background(asyncio.create_task(self._attempt(held)))
         return len(claims)
 
@@ -250,7 +241,7 @@ class StepWorker:
         if not future.cancelled() and future.exception() is not None:
             logger.error("engine work failed", exc_info=future.exception())
 
-    async def _attempt(self, held: _Held) -> None:
+    async def _attempt(self, held: leases.Held) -> None:
         claim = held.claim
         try:
             try:
@@ -346,34 +337,37 @@ class StepWorker:
         for settlement, future in batch:
             future.set_result(settlement.claim.id in settled)
 
-    def _halt(self, held: _Held, verdict: runner.Outcome | None) -> None:
+    def _halt(self, held: leases.Held, verdict: runner.Outcome | None) -> None:
         held.stopped, held.verdict = True, verdict
         if held.action is not None:
             held.action.cancel()
 
     async def _heartbeat_loop(self) -> None:
+        # A renewal stuck on an unreachable database is waited for, never doubled, and the
+        # leases' clock is read meanwhile (leases.fence).
+        renewal: asyncio.Future[dict[int, str]] | None = None
+        snapshot: dict[int, int] = {}
+        asked = 0.0
         while True:
-            await asyncio.sleep(HEARTBEAT)
-            if not self.held:
+            if renewal is None:
+                await asyncio.sleep(HEARTBEAT)
+                if not self.held:
+                    continue
+                snapshot = {step_id: held.claim.attempt for step_id, held in self.held.items()}
+                asked = time.monotonic()
+                renewal = self._on(self.leases, dispatch.leases_renew, self.owner, snapshot)
+            done, _ = await asyncio.wait({renewal}, timeout=FENCE_POLL)
+            leases.fence(self.held.values(), self._halt, owner=str(self))
+            if not done:
                 continue
-            snapshot = {step_id: held.claim.attempt for step_id, held in self.held.items()}
             try:
-                statuses = await self._on(self.leases, dispatch.leases_renew, self.owner, snapshot)
+                statuses = renewal.result()
             except DatabaseError:
                 logger.exception("heartbeat failed")  # the leases run on; the reaper has the rest
                 continue
-            for step_id, attempt in snapshot.items():
-                held = self.held.get(step_id)
-                if held is None or held.claim.attempt != attempt or held.stopped:
-                    continue
-                status = statuses.get(step_id)
-                if status is None:
-                    self._halt(held, None)
-                elif status != Status.RUNNING:
-                    error = f"execution {status}"
-                    self._halt(
-                        held, runner.Outcome(StepStatus.CANCELLED, error=error, retryable=False)
-                    )
+            finally:
+                renewal = None
+            leases.renewed(self.held, snapshot, statuses, asked, self._halt)
 
     async def _drain(self) -> None:
         """Let running attempts finish for STOP_GRACE, then hand the rest back."""

@@ -16,13 +16,16 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def executions(team, make_workflow):
-    """deploy (limit 1): one pending, two queued; build: one completed. Oldest first."""
+def executions(team, make_workflow, django_capture_on_commit_callbacks):
+    """deploy (limit 1): one pending, two queued; build: one completed. Oldest first. (The
+    completion's after-commit work runs, as its commit would run it: the test's transaction
+    never commits.)"""
     deploy = make_workflow(team, limit=1)
     build = make_workflow(team, "build")
     admitted = [execution_admit(team=team, workflow=deploy).execution for _ in range(3)]
     done = execution_admit(team=team, workflow=build).execution
-    execution_finish(done.id, status=Status.COMPLETED)
+    with django_capture_on_commit_callbacks(execute=True):
+        execution_finish(done.id, status=Status.COMPLETED)
     return [*admitted, done]
 
 
