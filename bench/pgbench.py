@@ -5,9 +5,9 @@ Mantle admits with one call of the PL/pgSQL function `mantle_admit`
 from, one round trip each, in one transaction: BEGIN; locks.ADMISSION_TEAM_LOCK; the named
 query workflow_named_limits, which the function runs for every admission (it finds none: the
 reference workflow names no limit, so no ADMISSION_LIMIT_LOCK); ADMISSION_FLOW_LOCKS; the named
-query admission_state; when pending, admitted_announced_after_commit and admission_insert; when
-queued, admission_insert and queue_position; END; then what the caller runs once that
-committed (wake_workers, when pending). The values are the arguments of a real
+queries admission_paused and admission_state; when pending, admitted_announced_after_commit
+and admission_insert; when queued, admission_insert and queue_position; END; then what the
+caller runs once that committed (wake_workers, when pending). The values are the arguments of a real
 `execution_admit()` call (captured), so they cannot drift either. The team, workflow and
 version become pgbench variables; a new execution id becomes gen_random_uuid() (read back with
 current_setting by the insert after the mark), the admission time clock_timestamp(); every
@@ -90,6 +90,7 @@ def capture_admission(target: Target) -> tuple[list[tuple[str, Any]], list[tuple
         (locks.ADMISSION_TEAM_LOCK, params),
         (queries["workflow_named_limits"], params),
         (locks.ADMISSION_FLOW_LOCKS, params),
+        (queries["admission_paused"], params),
         (queries["admission_state"], params),
     ]
     if admitted.status != "pending":
