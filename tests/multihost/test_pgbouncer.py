@@ -24,10 +24,10 @@ STEPS = (
     "  - name: second\n    action: test/echo\n    depends_on: [first]\n    params: {n: 1}\n"
 )
 DIRECT_SESSIONS_SQL = """
-SELECT a.application_name, a.query LIKE 'LISTEN%%', l.pid IS NOT NULL
+SELECT a.application_name, a.query ~ '^(UN)?LISTEN', l.pid IS NOT NULL
   FROM pg_stat_activity a
   LEFT JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.classid = %s
- WHERE a.datname = current_database() AND (a.query LIKE 'LISTEN%%' OR l.pid IS NOT NULL)
+ WHERE a.datname = current_database() AND (a.query ~ '^(UN)?LISTEN' OR l.pid IS NOT NULL)
 """
 
 
@@ -73,6 +73,7 @@ def test_serve_runs_workflows_through_pgbouncer_with_listen_and_the_clock_direct
 
     with psycopg.connect(test_database_url, autocommit=True) as admin:
         sessions = admin.execute(DIRECT_SESSIONS_SQL, [locks.Namespace.ENGINE_TICKER]).fetchall()
-    # Two step workers listening, one clock holding its lock: all on direct connections.
+    # The two step workers' listening connections (only the claimer's LISTENs; the other has
+    # UNLISTENed, engine/listener.py), one clock holding its lock: all on direct connections.
     assert sorted(sessions) == [(DIRECT, False, True), (DIRECT, True, False), (DIRECT, True, False)]
     assert pgbouncer.transactions() - before > 50
