@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
-class FunctionFailed(Exception):
-    """A function was called with a value it cannot handle; the message says which."""
+from workflows.expressions.arguments import FunctionFailed, string_argument, type_name
+from workflows.expressions.go_time import format_timestamp, parse_timestamp
 
 
 @dataclass(frozen=True)
@@ -65,22 +64,16 @@ BUILTINS: dict[str, Signature] = {
 }
 
 
-def _string(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise FunctionFailed(f"{name}: expected a string, got {_type_name(value)}")
-    return value
-
-
 def to_lower(value: object) -> str:
-    return _string("toLower", value).lower()
+    return string_argument("toLower", value).lower()
 
 
 def to_upper(value: object) -> str:
-    return _string("toUpper", value).upper()
+    return string_argument("toUpper", value).upper()
 
 
 def trim(value: object) -> str:
-    return _string("trim", value).strip()
+    return string_argument("trim", value).strip()
 
 
 # The longest string replace() may build: chained, each call can multiply a string's length
@@ -89,7 +82,7 @@ MAX_REPLACED_LENGTH = 1 << 20
 
 
 def replace(value: object, old: object, new: object) -> str:
-    text, old, new = _string("replace", value), _string("replace", old), _string("replace", new)
+    text, old, new = (string_argument("replace", part) for part in (value, old, new))
     matches = text.count(old) if old else len(text) + 1
     length = len(text) + matches * (len(new) - len(old))
     if length > MAX_REPLACED_LENGTH:
@@ -100,7 +93,7 @@ def replace(value: object, old: object, new: object) -> str:
 
 
 def split(value: object, separator: object) -> list[str]:
-    text, separator = _string("split", value), _string("split", separator)
+    text, separator = string_argument("split", value), string_argument("split", separator)
     # Go's strings.Split with an empty separator splits into characters.
     return list(text) if separator == "" else text.split(separator)
 
@@ -112,7 +105,7 @@ _GO_FLOAT = re.compile(
 
 
 def parse_int(value: object) -> int:
-    text = _string("parseInt", value)
+    text = string_argument("parseInt", value)
     if not _GO_INT.fullmatch(text):
         raise FunctionFailed(f'parseInt: parsing "{text}": invalid syntax')
     number = int(text)
@@ -122,7 +115,7 @@ def parse_int(value: object) -> int:
 
 
 def parse_float(value: object) -> float:
-    text = _string("parseFloat", value)
+    text = string_argument("parseFloat", value)
     if not _GO_FLOAT.fullmatch(text):
         raise FunctionFailed(f'parseFloat: parsing "{text}": invalid syntax')
     number = float(text)
@@ -175,7 +168,7 @@ def default(value: object, fallback: object) -> object:
 
 def flatten(value: object) -> list[object]:
     if not isinstance(value, list):
-        raise FunctionFailed(f"flatten: expected a list, got {_type_name(value)}")
+        raise FunctionFailed(f"flatten: expected a list, got {type_name(value)}")
     flat: list[object] = []
     for item in value:
         flat.extend(item if isinstance(item, list) else [item])
@@ -191,7 +184,7 @@ def obj(*pairs: object) -> dict[str, object]:
     for i in range(0, len(pairs), 2):
         key = pairs[i]
         if not isinstance(key, str):
-            message = f"obj: key at position {i} must be a string, got {_type_name(key)}"
+            message = f"obj: key at position {i} must be a string, got {type_name(key)}"
             raise FunctionFailed(message)
         result[key] = pairs[i + 1]
     return result
@@ -223,7 +216,7 @@ def _go_json(value: object) -> str:
         return "{" + ",".join(f"{_go_json(key)}:{_go_json(item)}" for key, item in items) + "}"
     if isinstance(value, datetime.datetime):
         return json.dumps(value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z"))
-    raise FunctionFailed(f"jsonEncode: json: unsupported type: {_type_name(value)}")
+    raise FunctionFailed(f"jsonEncode: json: unsupported type: {type_name(value)}")
 
 
 def _go_json_float(value: float) -> str:
@@ -244,7 +237,7 @@ def _go_exponent(number: decimal.Decimal) -> str:
 def json_decode(value: object) -> object:
     """Go's json.Decoder.Decode: the first JSON value of the text (what follows is ignored),
     integers as int when they fit in 64 bits, other numbers as double."""
-    text = _string("jsonDecode", value)
+    text = string_argument("jsonDecode", value)
     try:
         decoded, _ = _DECODER.raw_decode(text.lstrip(" \t\r\n"))
     except ValueError as exc:
@@ -262,134 +255,6 @@ def _refuse_constant(name: str) -> object:
 
 
 _DECODER = json.JSONDecoder(parse_int=_decode_int, parse_constant=_refuse_constant)
-
-# parseTimestamp's layouts, tried in upstream's order (Go reference layouts on the right).
-_TIMESTAMP_LAYOUTS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(
-            r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})",
-            re.IGNORECASE,
-        ),
-        "rfc3339",  # 2006-01-02T15:04:05Z07:00 (fractions too, as Go accepts)
-    ),
-    (re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})"), "local"),
-    (re.compile(r"(\d{4})-(\d{2})-(\d{2})"), "date"),  # 2006-01-02
-    (re.compile(r"(\d{2})/(\d{2})/(\d{4})"), "us"),  # 01/02/2006
-    (re.compile(r"([A-Za-z]{3}) (\d{1,2}), (\d{4})"), "text"),  # Jan 2, 2006
-)
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-
-
-def parse_timestamp(value: object) -> datetime.datetime:
-    text = _string("parseTimestamp", value)
-    for pattern, layout in _TIMESTAMP_LAYOUTS:
-        match = pattern.fullmatch(text)
-        if match is None:
-            continue
-        try:
-            return _timestamp(layout, match.groups())
-        except ValueError:
-            continue
-    raise FunctionFailed(
-        f'parseTimestamp: unable to parse "{text}" (tried RFC3339, ISO 8601 date, and common '
-        "formats)"
-    )
-
-
-def _timestamp(layout: str, parts: tuple[str, ...]) -> datetime.datetime:
-    utc = datetime.UTC
-    if layout == "rfc3339":
-        year, month, day, hour, minute, second, fraction, zone = parts
-        micro = int((fraction or ".0")[1:7].ljust(6, "0"))
-        offset = datetime.timedelta(0)
-        if zone.upper() != "Z":
-            sign = -1 if zone[0] == "-" else 1
-            offset = sign * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
-        moment = datetime.datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour),
-            int(minute),
-            int(second),
-            micro,
-            tzinfo=datetime.timezone(offset),
-        )
-        return moment.astimezone(utc)
-    if layout == "local":
-        numbers = [int(part) for part in parts]
-        return datetime.datetime(
-            numbers[0], numbers[1], numbers[2], numbers[3], numbers[4], numbers[5], tzinfo=utc
-        )
-    if layout == "date":
-        year, month, day = parts
-    elif layout == "us":
-        month, day, year = parts
-    else:
-        month_name, day, year = parts
-        if month_name.lower() not in _MONTHS:
-            raise ValueError(month_name)
-        month = str(_MONTHS.index(month_name.lower()) + 1)
-    return datetime.datetime(int(year), int(month), int(day), tzinfo=utc)
-
-
-# Go layout elements, longest first where one is the prefix of another.
-_LAYOUT_ELEMENT = re.compile(
-    r"January|Jan|Monday|Mon|MST|2006|002|Z07:00|Z0700|Z07|-07:00|-0700|-07|"
-    r"[.,](?:0+|9+)(?!\d)|01|02|03|04|05|06|15|_2|PM|pm|1|2|3|4|5"
-)
-
-
-def format_timestamp(value: object, layout: object) -> str:
-    """Go's ``time.Format`` with a reference layout (``2006-01-02T15:04:05Z07:00``), in UTC."""
-    if not isinstance(value, datetime.datetime):
-        raise FunctionFailed(f"formatTimestamp: expected a timestamp, got {_type_name(value)}")
-    moment = value.astimezone(datetime.UTC)
-    return _LAYOUT_ELEMENT.sub(
-        lambda match: _layout_element(match[0], moment), _string("formatTimestamp", layout)
-    )
-
-
-def _layout_element(element: str, moment: datetime.datetime) -> str:
-    hour12 = moment.hour % 12 or 12
-    if element[0] in ".," and element[1:2] in ("0", "9"):
-        digits = f"{moment.microsecond:06d}000"[: len(element) - 1]
-        if element[1] == "9":
-            digits = digits.rstrip("0")
-            return element[0] + digits if digits else ""
-        return element[0] + digits
-    fixed: dict[str, Callable[[], str]] = {
-        "January": lambda: moment.strftime("%B"),
-        "Jan": lambda: moment.strftime("%b"),
-        "Monday": lambda: moment.strftime("%A"),
-        "Mon": lambda: moment.strftime("%a"),
-        "MST": lambda: "UTC",
-        "2006": lambda: f"{moment.year:04d}",
-        "06": lambda: f"{moment.year % 100:02d}",
-        "002": lambda: f"{moment.timetuple().tm_yday:03d}",
-        "01": lambda: f"{moment.month:02d}",
-        "1": lambda: str(moment.month),
-        "02": lambda: f"{moment.day:02d}",
-        "_2": lambda: f"{moment.day:2d}",
-        "2": lambda: str(moment.day),
-        "15": lambda: f"{moment.hour:02d}",
-        "03": lambda: f"{hour12:02d}",
-        "3": lambda: str(hour12),
-        "04": lambda: f"{moment.minute:02d}",
-        "4": lambda: str(moment.minute),
-        "05": lambda: f"{moment.second:02d}",
-        "5": lambda: str(moment.second),
-        "PM": lambda: "PM" if moment.hour >= 12 else "AM",
-        "pm": lambda: "pm" if moment.hour >= 12 else "am",
-        "Z07:00": lambda: "Z",
-        "Z0700": lambda: "Z",
-        "Z07": lambda: "Z",
-        "-07:00": lambda: "+00:00",
-        "-0700": lambda: "+0000",
-        "-07": lambda: "+00",
-    }
-    return fixed[element]()
-
 
 # Upstream Mantle's functions: the callable, and how it may be called.
 UPSTREAM: dict[str, tuple[Callable[..., Any], Signature]] = {
@@ -414,16 +279,3 @@ SIGNATURES: dict[str, Signature] = {
     **{name: signature for name, (_, signature) in UPSTREAM.items()},
 }
 CALLABLES: dict[str, Callable[..., Any]] = {name: run for name, (run, _) in UPSTREAM.items()}
-
-
-def _type_name(value: object) -> str:
-    names = {bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes"}
-    if value is None:
-        return "null"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "map"
-    if isinstance(value, datetime.datetime):
-        return "timestamp"
-    return names.get(type(value), type(value).__name__)
