@@ -1,11 +1,16 @@
-"""Inputs: the declared types, and the run-time check of the inputs given to a run."""
+"""Inputs: the declared types, their declaration in a workflow document, and the run-time check
+of the inputs given to a run."""
 
 from __future__ import annotations
 
 import copy
 import math
+import re
+from typing import cast
 
-from workflows.schema.spec import WorkflowSpec
+from workflows.schema.document import Document, join
+from workflows.schema.spec import InputSpec, WorkflowSpec
+from workflows.schema.triggers import KeyCheck
 
 
 def _is_string(value: object) -> bool:
@@ -30,6 +35,57 @@ INPUT_TYPES = {
     "number": (_is_number, "a number"),
     "boolean": (_is_boolean, "a boolean"),
 }
+
+
+_INPUT_KEYS = frozenset({"type", "description", "default"})
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def inputs_read(doc: Document, value: object, check_keys: KeyCheck) -> tuple[InputSpec, ...]:
+    """The inputs a workflow declares; their errors go to ``doc``."""
+    if not isinstance(value, dict):
+        doc.error("inputs", "must be a mapping of input name to definition")
+        return ()
+    specs = []
+    for name, definition in value.items():
+        path = join("inputs", name)
+        if not _INPUT_NAME.fullmatch(name):
+            doc.error(path, "must be an identifier (^[A-Za-z_][A-Za-z0-9_]*$)", at_key=True)
+        if definition is None:  # `name:` alone declares an untyped input
+            definition = {}
+        if not isinstance(definition, dict):
+            doc.error(path, "must be a mapping")
+            continue
+        check_keys(definition, path, _INPUT_KEYS)
+        input_type = definition.get("type")
+        if input_type is not None and not (
+            isinstance(input_type, str) and input_type in INPUT_TYPES
+        ):
+            doc.error(join(path, "type"), "must be one of: string, number, boolean")
+            input_type = None
+        has_default = "default" in definition
+        if has_default and input_type is not None:
+            check, expected = INPUT_TYPES[input_type]
+            if not check(definition["default"]):
+                doc.error(join(path, "default"), f"must be {expected}")
+        specs.append(
+            InputSpec(
+                name=name,
+                type=cast(str, input_type),
+                description=_description(doc, definition, path),
+                default=definition.get("default"),
+                has_default=has_default,
+            )
+        )
+    return tuple(specs)
+
+
+def _description(doc: Document, definition: dict, path: str) -> str:
+    description = definition.get("description", "")
+    if not isinstance(description, str):
+        doc.error(join(path, "description"), "must be a string")
+        return ""
+    return description
 
 
 class InvalidInputs(Exception):

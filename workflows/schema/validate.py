@@ -29,10 +29,10 @@ from workflows.schema.document import (
 )
 from workflows.schema.flow_control import flow_control_read
 from workflows.schema.graph import check_cycles
-from workflows.schema.inputs import INPUT_TYPES
+from workflows.schema.inputs import inputs_read
 from workflows.schema.retention import retention_read
 from workflows.schema.scope import Scope, scope_problems, scope_warnings
-from workflows.schema.spec import InputSpec, RetrySpec, StepSpec, WorkflowSpec
+from workflows.schema.spec import RetrySpec, StepSpec, WorkflowSpec
 from workflows.schema.step_limits import StepScopeNames, step_scope_read
 from workflows.schema.triggers import triggers_read
 from workflows.schema.values import ValueReader
@@ -77,12 +77,10 @@ _STEP_KEYS = frozenset(
         "rate_limit",
     }
 )
-_INPUT_KEYS = frozenset({"type", "description", "default"})
 _RETRY_KEYS = frozenset({"max_attempts", "backoff"})
 
 _WORKFLOW_NAME = re.compile(r"[a-z][a-z0-9-]*")
 _STEP_NAME = re.compile(r"[a-z][a-z0-9_-]*")
-_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,7 @@ class _Validator(ValueReader):
         name = self._required(root, "name", "")
         if name is not None and not (isinstance(name, str) and _WORKFLOW_NAME.fullmatch(name)):
             self.doc.error("name", "must be kebab-case (^[a-z][a-z0-9-]*$)")
-        inputs = self._inputs(root["inputs"]) if "inputs" in root else ()
+        inputs = inputs_read(self.doc, root["inputs"], self._check_keys) if "inputs" in root else ()
         self.input_names = frozenset(spec.name for spec in inputs)
         triggers = (
             triggers_read(self.doc, root["triggers"], self._check_keys)
@@ -190,45 +188,6 @@ class _Validator(ValueReader):
             retention_failed=retention.failed,
             steps=steps,
         )
-
-    def _inputs(self, value: object) -> tuple[InputSpec, ...]:
-        if not isinstance(value, dict):
-            self.doc.error("inputs", "must be a mapping of input name to definition")
-            return ()
-        specs = []
-        for name, definition in value.items():
-            path = join("inputs", name)
-            if not _INPUT_NAME.fullmatch(name):
-                self.doc.error(
-                    path, "must be an identifier (^[A-Za-z_][A-Za-z0-9_]*$)", at_key=True
-                )
-            if definition is None:  # `name:` alone declares an untyped input
-                definition = {}
-            if not isinstance(definition, dict):
-                self.doc.error(path, "must be a mapping")
-                continue
-            self._check_keys(definition, path, _INPUT_KEYS)
-            input_type = definition.get("type")
-            if input_type is not None and not (
-                isinstance(input_type, str) and input_type in INPUT_TYPES
-            ):
-                self.doc.error(join(path, "type"), "must be one of: string, number, boolean")
-                input_type = None
-            has_default = "default" in definition
-            if has_default and input_type is not None:
-                check, expected = INPUT_TYPES[input_type]
-                if not check(definition["default"]):
-                    self.doc.error(join(path, "default"), f"must be {expected}")
-            specs.append(
-                InputSpec(
-                    name=name,
-                    type=cast(str, input_type),
-                    description=self._string(definition, "description", path, default=""),
-                    default=definition.get("default"),
-                    has_default=has_default,
-                )
-            )
-        return tuple(specs)
 
     def _steps(self, root: dict) -> tuple[StepSpec, ...]:
         steps = self._required(root, "steps", "")
