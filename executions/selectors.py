@@ -13,6 +13,7 @@ from django.db.models import Count, Q, QuerySet
 
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.sql import queries
+from executions.sql.rows import rows_as
 from teams.models import Team
 
 
@@ -225,3 +226,30 @@ def teams_busiest_keys(*, teams: Iterable[Team]) -> dict[int, list[KeyQueue]]:
         for workflow_id, *row in cursor.fetchall():
             keys[workflow_id].append(KeyQueue(*row))
     return keys
+
+
+@dataclass(frozen=True)
+class _Execution:
+    id: uuid.UUID
+
+
+def executions_past_timeout() -> list[uuid.UUID]:
+    """The running executions past their workflow's `timeout`."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["executions_past_timeout"])
+        return [row.id for row in rows_as(cursor, _Execution)]
+
+
+def executions_stalled(*, lease: float) -> list[uuid.UUID]:
+    """The running executions, started over `lease` seconds ago, where nothing is pending,
+    waiting or running: an advance was lost."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["executions_stalled"], {"lease": lease})
+        return [row.id for row in rows_as(cursor, _Execution)]
+
+
+def database_read_only() -> bool:
+    """Whether the server takes no writes (a standby, e.g. a primary demoted by a failover)."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["database_read_only"])
+        return bool(cursor.fetchone()[0])

@@ -122,8 +122,11 @@ RETURNING {step_claimed}
 -- waiting → running, leased to %(owner)s, for up to %(limit)s due steps with step-scope limits
 -- or a rate whose limits have room and whose window admits them: mantle_claim_limited (its own
 -- file), which takes the limits' and rates' locks.
-SELECT * FROM mantle_claim_limited(
-    %(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s, %(rate_namespace)s)
+SELECT step_id AS id, step_attempt AS attempt, step_name AS name,
+       step_fanout_index AS fanout_index, step_execution_id AS execution_id,
+       execution_version_id AS version_id, execution_started_at AS started_at
+  FROM mantle_claim_limited(
+       %(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s, %(rate_namespace)s)
 
 -- name: steps_next_due
 -- Seconds until the earliest pending or waiting step waiting for its `not_before` (a retry's

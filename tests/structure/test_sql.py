@@ -79,11 +79,8 @@ def test_the_slot_holding_statuses_are_written_once():
 DATA_ROOM = "executions"
 RAW_SQL = re.compile(r"cursor\.execute\(|\.cursor\(\)")
 SQL_ELSEWHERE = {
-    "core/locks.py": "the advisory locks, below every room (docs/architecture.md, lock order)",
-    "api/health.py": "the health probe's one read of the server's role",
-    "engine/dispatch.py": "the claims, being rewritten: to move into the data room",
-    "engine/orchestrator.py": "the advance's lock of its executions: to move into the data room",
-    "engine/reaper.py": "the reaper's expired leases: to move into the data room",
+    "core/locks.py": "the advisory locks and the session-scoped connections, below every room "
+    "(docs/architecture.md, The data room)",
 }
 
 
