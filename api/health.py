@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from api.errors import database_unavailable_body
 from api.serializers import ErrorOutput
-from executions import metrics
+from executions import metrics, selectors
 
 
 class HealthzApi(APIView):
@@ -33,10 +33,7 @@ class ReadyzApi(HealthzApi):
 
     @extend_schema(operation_id="readyz", responses={200: OpenApiTypes.OBJECT, 503: ErrorOutput})
     def get(self, request: Request) -> Response:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT current_setting('transaction_read_only')")
-            read_only = cursor.fetchone()[0] == "on"
-        if read_only:
+        if selectors.database_read_only():
             connection.close()  # the next request finds the primary (target_session_attrs)
             return Response(database_unavailable_body(), status=503)
         return Response({"status": "ok", "database": "ok"})

@@ -11,8 +11,9 @@ name, then id) and nothing before or after them (docs/limits.md, Step scope).
 
 The one exception to "inside transaction.atomic()": admission's ADMISSION_TEAM_LOCK,
 ADMISSION_LIMIT_LOCK and ADMISSION_FLOW_LOCKS, statements of the PL/pgSQL function
-`mantle_admit` (executions/sql/), and STEP_LIMIT_LOCK, of `mantle_claim_limited`, called with
-the namespaces below. Called outside a
+`mantle_admit` (executions/sql/), and the step-scope limits' and rates' locks, written in
+`mantle_claim_limited` (executions/sql/mantle_claim_limited.sql), called with the namespaces
+below. Called outside a
 transaction, the function's statement is its transaction: the locks are released by its commit,
 with no Python in between.
 """
@@ -85,19 +86,6 @@ SELECT pg_advisory_xact_lock(%(limit_namespace)s, %(limit_id)s::int)
 ADMISSION_FLOW_LOCKS = """
 SELECT pg_advisory_xact_lock(%(workflow_namespace)s, %(workflow_id)s::int),
        pg_advisory_xact_lock(%(key_namespace)s, %(key_lock)s)
-"""
-
-
-# mantle_claim_limited's one lock: a step-scope limit (a team's or a global named limit, the same
-# key admission locks for it), taken for each limit in name order before anything is counted.
-STEP_LIMIT_LOCK = """
-SELECT pg_advisory_xact_lock(%(limit_namespace)s, %(limit_id)s::int)
-"""
-
-
-# ... and of a step-scope rate, after every limit's, in name order.
-STEP_RATE_LOCK = """
-SELECT pg_advisory_xact_lock(%(rate_namespace)s, %(rate_id)s::int)
 """
 
 

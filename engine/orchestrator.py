@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -31,12 +31,10 @@ from django.utils import timezone
 from core.caches import BoundedCache
 from engine import dispatch
 from executions.models import Execution, Status, StepExecution, StepStatus
-from executions.services import lifecycle
-from executions.sql import queries
-from teams.models import Team
+from executions.services import claims, lifecycle
 from teams.selectors import step_limit_ids, step_rates
 from workflows.expressions import ExpressionError, evaluate_condition, render
-from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.models import WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
 
 logger = logging.getLogger(__name__)
@@ -225,11 +223,11 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
     if not execution_ids:
         return
     with transaction.atomic(savepoint=False):
-        executions = _executions_locked(execution_ids)
+        executions = claims.executions_lock(execution_ids)
         running = [execution for execution in executions if execution.status == Status.RUNNING]
         # Just started, an execution has no step rows but a replay's reused ones.
         with_rows = [e.id for e in running if not started or e.reused_steps]
-        rows = _step_rows(with_rows)
+        rows = claims.step_rows(with_rows)
         created: list[StepExecution] = []
         finishes = []
         for execution in running:
@@ -248,51 +246,8 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
             if outcome is not None:
                 finishes.append((execution, *outcome))
         # Before the ends: ending a failed execution cancels its pending steps, these included.
-        dispatch.steps_insert(created)
+        claims.steps_insert(created)
         lifecycle.executions_finish_locked(finishes)
-
-
-# The columns of an Execution that an advance reads (the others load if read: an expression's
-# `inputs` and `trigger`), in the model's order, as Model.from_db takes them.
-_LOCKED = tuple(
-    field.attname
-    for field in Execution._meta.concrete_fields
-    if field.attname
-    in {"id", "team_id", "workflow_id", "version_id", "status", "started_at", "reused_steps"}
-)
-
-
-def _executions_locked(execution_ids: Collection[uuid.UUID]) -> list[Execution]:
-    """The executions, locked in id order, each with its workflow's name and its team's slug.
-    (A statement of its own: compiling the equivalent queryset cost more CPU than the rest of
-    a no-op execution's advance.)"""
-    with connection.cursor() as cursor:
-        cursor.execute(queries["executions_lock"], {"ids": list(execution_ids)})
-        names = [column.name for column in cursor.description]
-        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    executions = []
-    for row in rows:
-        execution = Execution.from_db(connection.alias, _LOCKED, [row[name] for name in _LOCKED])
-        execution.workflow = WorkflowDefinition.from_db(
-            connection.alias, ["id", "name"], [row["workflow_id"], row["workflow_name"]]
-        )
-        execution.team = Team.from_db(
-            connection.alias, ["id", "slug"], [row["team_id"], row["team_slug"]]
-        )
-        executions.append(execution)
-    return executions
-
-
-def _step_rows(execution_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StepExecution]]:
-    """The steps' own rows of the executions (read once for a batch), without a fan-out's
-    items; each with `item_count`, its number of items."""
-    rows: dict[uuid.UUID, list[StepExecution]] = {}
-    if execution_ids:
-        # A raw statement, as for the lock: compiling the queryset cost more than running it.
-        steps = StepExecution.objects.raw(queries["step_rows"], {"ids": execution_ids})
-        for row in steps:
-            rows.setdefault(row.execution_id, []).append(row)
-    return rows
 
 
 def _advance(

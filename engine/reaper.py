@@ -14,16 +14,14 @@ that could be lost, so nothing is re-dispatched.
 from __future__ import annotations
 
 import logging
-import uuid
-from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
-from engine import dispatch, orchestrator, runner
+from engine import orchestrator, runner
+from executions import selectors
 from executions.models import Status, StepStatus
-from executions.services import lifecycle
-from executions.sql import queries
+from executions.services import claims, lifecycle
 
 logger = logging.getLogger(__name__)
 QUARANTINE_LOST_LEASES = 2
@@ -36,9 +34,10 @@ def reap() -> int:
 
 def expire_leases() -> int:
     recovered = 0
-    for claim, owner in dispatch.steps_expired():
+    for expired in claims.steps_expired():
+        claim, owner = expired.claim, expired.owner
         with transaction.atomic():
-            lost = _lease_lost(claim.execution_id, owner)
+            lost = claims.execution_lease_lost(execution_id=claim.execution_id, owner=owner)
             error = f"lease expired: worker {owner} stopped heartbeating"
             quarantined = lost >= QUARANTINE_LOST_LEASES
             if quarantined:
@@ -52,28 +51,15 @@ def expire_leases() -> int:
     return recovered
 
 
-def _lease_lost(execution_id: uuid.UUID, owner: str) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(queries["execution_lease_lost"], {"id": execution_id, "owner": owner})
-        row = cursor.fetchone()
-    return row[0] if row else 0
-
-
 def end_timed_out() -> int:
-    ids = _ids(queries["executions_past_timeout"], {})
+    ids = selectors.executions_past_timeout()
     for execution_id in ids:
         orchestrator.advance(execution_id)
     return len(ids)
 
 
 def advance_stalled() -> int:
-    ids = _ids(queries["executions_stalled"], {"lease": settings.MANTLE.engine.step_lease})
+    ids = selectors.executions_stalled(lease=settings.MANTLE.engine.step_lease)
     for execution_id in ids:
         orchestrator.advance(execution_id)
     return len(ids)
-
-
-def _ids(sql: str, params: dict[str, Any]) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]

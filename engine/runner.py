@@ -27,6 +27,7 @@ from django.utils import timezone
 from engine import dispatch, orchestrator
 from engine.actions import Action, ActionContext, ActionFailed, get_action
 from executions.models import Execution, StepExecution, StepStatus
+from executions.services import claims
 from workflows.expressions import ExpressionError, find_expressions, render
 from workflows.schema import StepSpec, WorkflowSpec
 
@@ -180,18 +181,18 @@ def settle(settlements: list[Settlement]) -> set[int]:
         claim = settlement.claim
         delay = _retry_delay(claim, outcome)
         rows.append(
-            (
-                claim.id,
-                claim.attempt,
-                settlement.owner,
-                outcome.status,
-                output,
-                outcome.error,
-                delay,
+            claims.Settle(
+                id=claim.id,
+                attempt=claim.attempt,
+                owner=settlement.owner,
+                status=outcome.status,
+                output=output,
+                error=outcome.error,
+                delay=delay,
             )
         )
     with transaction.atomic():
-        settled = dispatch.attempts_settle(rows)
+        settled = claims.attempts_settle(rows)
         orchestrator.advance_many(set(settled.values()))
     return set(settled)
 

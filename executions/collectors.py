@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from django.db import DatabaseError, connection
 from prometheus_client.core import GaugeMetricFamily
@@ -18,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from executions.selectors import named_limit_usage
 from executions.sql import queries
+from executions.sql.rows import rows_as
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,17 @@ def _families() -> tuple[GaugeMetricFamily, ...]:
     )
 
 
+@dataclass(frozen=True)
+class _LiveCount:
+    """A workflow's gauges (live_counts)."""
+
+    team: str
+    workflow: str
+    queued: int
+    running: int  # slot holders
+    paused: bool  # a pause holds its newcomers
+
+
 class LiveExecutionsCollector(Collector):
     def describe(self) -> Iterator[GaugeMetricFamily]:
         yield from _families()
@@ -67,16 +80,16 @@ class LiveExecutionsCollector(Collector):
         try:
             with connection.cursor() as cursor:
                 cursor.execute(queries["live_counts"])
-                rows = cursor.fetchall()
+                rows = rows_as(cursor, _LiveCount)
             limits = named_limit_usage()
         except DatabaseError as exc:
             # The counters are still worth a scrape; absent gauges say "unknown", not 0.
             logger.warning("metrics: database unavailable, gauges skipped: %s", exc)
             return
-        for team, workflow, queued_count, running_count, is_paused in rows:
-            queued.add_metric([team, workflow], queued_count)
-            running.add_metric([team, workflow], running_count)
-            paused.add_metric([team, workflow], int(is_paused))
+        for row in rows:
+            queued.add_metric([row.team, row.workflow], row.queued)
+            running.add_metric([row.team, row.workflow], row.running)
+            paused.add_metric([row.team, row.workflow], int(row.paused))
         waiting_by_name: Counter[str] = Counter()
         for limit in limits:
             if limit.scope == "team":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,6 +12,7 @@ from django.db.models import Count, Q, QuerySet
 
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.sql import queries
+from executions.sql.rows import rows_as, rows_grouped
 from teams.models import Team
 
 
@@ -40,7 +40,13 @@ def named_limit_usage(
         cursor.execute(
             queries["named_limit_usage"], {"team_ids": team_ids, "with_global": with_global}
         )
-        return [NamedLimitUsage(*row) for row in cursor.fetchall()]
+        return rows_as(cursor, NamedLimitUsage)
+
+
+@dataclass(frozen=True)
+class _QueuePosition:
+    id: uuid.UUID
+    position: int
 
 
 def execution_queue_positions(*, executions: Iterable[Execution]) -> dict[uuid.UUID, int]:
@@ -51,7 +57,7 @@ def execution_queue_positions(*, executions: Iterable[Execution]) -> dict[uuid.U
         return {}
     with connection.cursor() as cursor:
         cursor.execute(queries["queue_positions"], {"ids": queued})
-        return dict(cursor.fetchall())
+        return {row.id: row.position for row in rows_as(cursor, _QueuePosition)}
 
 
 def execution_replays(*, executions: Iterable[Execution]) -> dict[uuid.UUID, list[uuid.UUID]]:
@@ -123,6 +129,13 @@ def execution_steps(
     return list(steps[:limit])
 
 
+@dataclass(frozen=True)
+class _BlockedBy:
+    id: int
+    kind: str  # "limit" or "rate"
+    name: str
+
+
 def steps_blocked_by(*, steps: Iterable[StepExecution]) -> dict[int, tuple[str, str]]:
     """What each waiting one of `steps` waits for, by step id: ("limit" or "rate", its name).
     One query."""
@@ -131,7 +144,7 @@ def steps_blocked_by(*, steps: Iterable[StepExecution]) -> dict[int, tuple[str, 
         return {}
     with connection.cursor() as cursor:
         cursor.execute(queries["steps_blocked_by"], {"ids": waiting})
-        return {step_id: (by, name) for step_id, by, name in cursor.fetchall()}
+        return {row.id: (row.kind, row.name) for row in rows_as(cursor, _BlockedBy)}
 
 
 def execution_step_counts(*, execution: Execution) -> dict[str, int]:
@@ -190,18 +203,16 @@ def team_queues(*, team: Team) -> TeamQueues:
 def teams_queues(*, teams: Iterable[Team]) -> list[TeamQueues]:
     """The queues of several teams in one query, in the order of `teams`."""
     teams = list(teams)
-    by_team: dict[int, list[WorkflowQueue]] = defaultdict(list)
     with connection.cursor() as cursor:
         cursor.execute(queries["workflow_queues"], {"team_ids": [t.id for t in teams]})
-        for team_id, *row in cursor.fetchall():
-            by_team[team_id].append(WorkflowQueue(*row))
+        by_team = rows_grouped(cursor, "team_id", WorkflowQueue)
     return [
         TeamQueues(
             team=team,
             limit=team.effective_limit,
-            running=sum(w.running for w in by_team[team.id]),
-            queued=sum(w.queued for w in by_team[team.id]),
-            workflows=by_team[team.id],
+            running=sum(w.running for w in by_team.get(team.id, [])),
+            queued=sum(w.queued for w in by_team.get(team.id, [])),
+            workflows=by_team.get(team.id, []),
         )
         for team in teams
     ]
@@ -219,9 +230,33 @@ class KeyQueue:
 def teams_busiest_keys(*, teams: Iterable[Team]) -> dict[int, list[KeyQueue]]:
     """Per workflow id of the teams, its 20 keys with the longest queues, longest first. One
     query."""
-    keys: dict[int, list[KeyQueue]] = defaultdict(list)
     with connection.cursor() as cursor:
         cursor.execute(queries["busiest_keys"], {"team_ids": [team.id for team in teams]})
-        for workflow_id, *row in cursor.fetchall():
-            keys[workflow_id].append(KeyQueue(*row))
-    return keys
+        return rows_grouped(cursor, "workflow_id", KeyQueue)
+
+
+@dataclass(frozen=True)
+class _Execution:
+    id: uuid.UUID
+
+
+def executions_past_timeout() -> list[uuid.UUID]:
+    """The running executions past their workflow's `timeout`."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["executions_past_timeout"])
+        return [row.id for row in rows_as(cursor, _Execution)]
+
+
+def executions_stalled(*, lease: float) -> list[uuid.UUID]:
+    """The running executions, started over `lease` seconds ago, where nothing is pending,
+    waiting or running: an advance was lost."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["executions_stalled"], {"lease": lease})
+        return [row.id for row in rows_as(cursor, _Execution)]
+
+
+def database_read_only() -> bool:
+    """Whether the server takes no writes (a standby, e.g. a primary demoted by a failover)."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["database_read_only"])
+        return bool(cursor.fetchone()[0])

@@ -4,25 +4,35 @@ happens within one poll of the deadline. A queued execution holds no slot: no co
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+
 from django.db import connection
 
 from executions.models import Status
 from executions.services.lifecycle import execution_finish
 from executions.sql import queries
+from executions.sql.rows import rows_as
+
+
+@dataclass(frozen=True)
+class _Expired:
+    id: uuid.UUID
+    timeout: str  # as the YAML wrote it
 
 
 def queue_expire() -> int:
     """End every queued execution past its version's queue_timeout; return how many."""
     with connection.cursor() as cursor:
         cursor.execute(queries["queued_past_timeout"])
-        expired = cursor.fetchall()
+        expired = rows_as(cursor, _Expired)
     # Only from queued: one promoted since the read keeps its slot and runs.
     return sum(
         execution_finish(
-            execution_id,
+            row.id,
             status=Status.TIMED_OUT,
-            error=f"queued longer than {timeout}",
+            error=f"queued longer than {row.timeout}",
             only_from=Status.QUEUED,
         )
-        for execution_id, timeout in expired
+        for row in expired
     )

@@ -121,16 +121,15 @@ ADMIT_FUNCTION = _render(
 )
 
 
-# mantle_claim_limited's lock statement (core.locks owns the lock SQL).
-CLAIM_LOCKS_IN_FUNCTION = {
-    "step_limit_lock": _performed(locks.STEP_LIMIT_LOCK),
-    "step_rate_lock": _performed(locks.STEP_RATE_LOCK),
-}
-
-CLAIM_LIMITED_FUNCTION = _render(
-    _without_leading_comments((_HERE / "mantle_claim_limited.sql").read_text()),
-    {**_BLOCKS, **CLAIM_LOCKS_IN_FUNCTION},
-    in_function=True,
+# The limit-aware claim, written whole in its file; its two lock statements as the file writes
+# them, which the race tests' lockless mutant removes (tests/concurrency).
+CLAIM_LIMITED_FUNCTION = _without_leading_comments((_HERE / "mantle_claim_limited.sql").read_text())
+CLAIM_LOCKS_IN_FUNCTION = dict(
+    zip(
+        ("step_limit_lock", "step_rate_lock"),
+        re.findall(r"PERFORM pg_advisory_xact_lock\(\w+, \w+::int\)", CLAIM_LIMITED_FUNCTION),
+        strict=True,
+    )
 )
 
 # Fair promotion's cursor: its reader, and the trigger function that keeps it.

@@ -18,20 +18,60 @@ SELECT s.workflow_id,
 
 -- name: dashboard_queued
 -- The queued executions of each team in the order promotion takes them (docs/operations.md,
--- The dashboard): each queued workflow's first `limit` in its fair order, fair_queue_heads with
--- every slot free (no key or rate bound), with their rank in it; then the team's first `limit`
--- waiting out a debounce, rank NULL, the soonest due first. With what blocks each: the named
--- limit by name, the key by value, a debounce until when; and the priority and age that order
--- the workflows' queues among each other.
+-- The dashboard): each queued workflow's first %(limit)s in its fair order with every slot free
+-- (no key or rate bound), with their rank in it; then the team's first %(limit)s waiting out a
+-- debounce, rank NULL, the soonest due first. With what blocks each: the named limit by name,
+-- the key by value, a debounce until when; and the priority and age that order the workflows'
+-- queues among each other.
+-- The fair order (promotion's, docs/limits.md): the keys round-robin (unkeyed executions share
+-- the key ''), each round taking the heads of higher priority first, then the key promoted
+-- least recently first (never: before all others; ties: the older head first); within a key,
+-- higher priority first, then FIFO. The keys with a queue are found by a loose index scan (one
+-- probe of execution_key_queue per key), and each key's heads read no further than %(limit)s.
+-- tests/dashboard checks that promotion then takes the queue in this order.
 SELECT e.id, e.team_id, w.name AS workflow, h.rank, e.blocked_by,
        extract(epoch FROM statement_timestamp() - e.created_at)::float8 AS wait_seconds,
        e.blocked_by_limit, e.concurrency_key, e.not_before, e.priority, e.created_at
-  FROM (SELECT DISTINCT workflow_id, 0 AS per_key, %(limit)s::int AS "limit",
-               false AS rate_per_key, 0 AS rate_max, NULL::float8 AS rate_period,
-               false AS stored_key_limits
-          FROM executions_execution
+  FROM (SELECT DISTINCT workflow_id FROM executions_execution
          WHERE team_id = ANY(%(team_ids)s) AND status = 'queued') wq
- CROSS JOIN LATERAL ({fair_queue_heads:wq}) h
+ CROSS JOIN LATERAL (
+        WITH RECURSIVE keys(key) AS (
+            (SELECT concurrency_key FROM executions_execution
+              WHERE workflow_id = wq.workflow_id AND status = 'queued'
+              ORDER BY concurrency_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.concurrency_key FROM executions_execution x
+                     WHERE x.workflow_id = wq.workflow_id AND x.status = 'queued'
+                       AND x.concurrency_key > keys.key
+                     ORDER BY x.concurrency_key LIMIT 1)
+              FROM keys WHERE keys.key IS NOT NULL
+        )
+        SELECT q.id,
+               row_number() OVER (ORDER BY q.round, q.priority DESC, k.last_promoted,
+                                           q.created_at, q.id) AS rank
+          FROM (SELECT keys.key,
+                       -- Its latest promotion, which its key's turn remembers after retention
+                       -- deleted the rows (mantle_fair_heads.sql); never: -infinity.
+                       (SELECT coalesce(greatest(max(p.promoted_at),
+                                                 (SELECT t.last_promoted_at
+                                                    FROM executions_keyturn t
+                                                   WHERE t.workflow_id = wq.workflow_id
+                                                     AND t.concurrency_key = keys.key)),
+                                        '-infinity')
+                          FROM executions_execution p
+                         WHERE p.workflow_id = wq.workflow_id AND p.concurrency_key = keys.key
+                           AND p.promoted_at IS NOT NULL) AS last_promoted
+                  FROM keys WHERE keys.key IS NOT NULL) k
+         CROSS JOIN LATERAL (
+                SELECT x.id, x.priority, x.created_at,
+                       row_number() OVER (ORDER BY x.priority DESC, x.created_at, x.id) AS round
+                  FROM executions_execution x
+                 WHERE x.workflow_id = wq.workflow_id AND x.concurrency_key = k.key
+                   AND x.status = 'queued' AND (x.not_before IS NULL OR x.not_before <= now())
+                 ORDER BY x.priority DESC, x.created_at, x.id
+                 LIMIT %(limit)s) q
+         ORDER BY rank
+         LIMIT %(limit)s) h
   JOIN executions_execution e ON e.id = h.id
   JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
 UNION ALL
@@ -72,7 +112,7 @@ SELECT id, team_id, name AS workflow, status, elapsed AS elapsed_seconds, done A
              count(*) FILTER (WHERE s.status = 'waiting') AS waiting
         FROM executions_stepexecution s WHERE s.execution_id = e.id
     ) st
-   WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {slot_holding}
+   WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN ('pending', 'running')
 ) r
  WHERE team_rank <= %(limit)s
  ORDER BY team_id, created_at, id

@@ -1,5 +1,6 @@
--- The engine's statements: the step workers' claims, leases and settlements (engine/dispatch.py)
--- and the reaper's reads (engine/reaper.py).
+-- The engine's statements: the step workers' claims, leases and settlements and the reaper's
+-- reads, run by executions.services.claims and executions.selectors for engine/dispatch.py,
+-- engine/orchestrator.py and engine/reaper.py.
 
 -- name: executions_claim
 -- pending → running for up to %(limit)s executions, the teams in turn (each team's oldest
@@ -53,10 +54,6 @@ SELECT id, execution_id, name, fanout_index, status, attempt, output, error, lea
   FROM executions_stepexecution
  WHERE execution_id = ANY(%(ids)s::uuid[]) AND fanout_index IS NULL
 
--- name: step_claimed
--- What running one attempt needs, besides its params: the columns of engine.dispatch.Claim.
-s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
-
 -- name: steps_claim
 -- pending → running, leased to %(owner)s, for up to %(limit)s due steps of running executions:
 -- the teams in turn, and within a team by branch index first (a plain step counts as index 0),
@@ -92,7 +89,7 @@ WITH RECURSIVE teams(team_id) AS (
               -- written NOT IN so that the planner expects it to pass (with `= 'running'` it
               -- expected 1 row in 200 and read and sorted a whole team's backlog instead).
               AND (SELECT r.status FROM executions_execution r WHERE r.id = p.execution_id)
-                  NOT IN {terminal}
+                  NOT IN ('cancelled', 'completed', 'failed', 'timed_out')
             ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s
               FOR UPDATE OF p SKIP LOCKED) c
 )
@@ -103,7 +100,8 @@ UPDATE executions_stepexecution s
  WHERE s.id = ANY(ARRAY(SELECT ranked.id FROM ranked
                           ORDER BY ranked.turn, ranked.branch, ranked.id LIMIT %(limit)s))
    AND e.id = s.execution_id
-RETURNING {step_claimed}
+-- What running one attempt needs, besides its params: a Claim (executions.services.claims).
+RETURNING s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
 
 -- name: steps_claim_started
 -- The first steps of the executions %(ids)s, which this transaction started (so no one else
@@ -116,14 +114,18 @@ UPDATE executions_stepexecution s
                  WHERE p.execution_id = ANY(%(ids)s::uuid[]) AND p.status = 'pending'
                  ORDER BY coalesce(p.fanout_index, 0), p.id LIMIT %(limit)s)
    AND e.id = s.execution_id
-RETURNING {step_claimed}
+-- What running one attempt needs, besides its params: a Claim (executions.services.claims).
+RETURNING s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at
 
 -- name: steps_claim_limited
 -- waiting → running, leased to %(owner)s, for up to %(limit)s due steps with step-scope limits
 -- or a rate whose limits have room and whose window admits them: mantle_claim_limited (its own
 -- file), which takes the limits' and rates' locks.
-SELECT * FROM mantle_claim_limited(
-    %(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s, %(rate_namespace)s)
+SELECT step_id AS id, step_attempt AS attempt, step_name AS name,
+       step_fanout_index AS fanout_index, step_execution_id AS execution_id,
+       execution_version_id AS version_id, execution_started_at AS started_at
+  FROM mantle_claim_limited(
+       %(owner)s, %(lease)s, %(limit)s, %(limit_namespace)s, %(rate_namespace)s)
 
 -- name: steps_next_due
 -- Seconds until the earliest pending or waiting step waiting for its `not_before` (a retry's
@@ -177,7 +179,9 @@ RETURNING s.id, s.execution_id
 
 -- name: steps_expired
 -- Running attempts whose lease expired (their worker stopped heartbeating), with their owner.
-SELECT {step_claimed}, s.lease_owner FROM executions_stepexecution s
+SELECT s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at,
+       s.lease_owner
+  FROM executions_stepexecution s
   JOIN executions_execution e ON e.id = s.execution_id
  WHERE s.status = 'running' AND s.lease_expires_at < now()
 

@@ -19,7 +19,11 @@
 -- then execution priority, then FIFO. A step that does not fit closes the limits it lacked room
 -- in for every step behind it: nothing overtakes it there, so a step of 2 units is not starved
 -- by steps of 1. Up to _room steps (the worker's free slots).
--- {name} is the named statement of that name with each %(param)s read from the variable _param.
+-- The locks are keyed as every advisory lock is (core/locks.py): (namespace, id), the namespaces
+-- NAMED_LIMIT and NAMED_RATE passed in as _limit_namespace and _rate_namespace, the same keys
+-- admission locks a named limit with. tests/concurrency runs this function without its two
+-- PERFORM pg_advisory_xact_lock statements (executions.sql.CLAIM_LOCKS_IN_FUNCTION) and sees
+-- limits broken.
 
 CREATE OR REPLACE FUNCTION mantle_claim_limited(
     _owner text, _lease float8, _room int, _limit_namespace int, _rate_namespace int)
@@ -55,7 +59,7 @@ BEGIN
                            AND (w.not_before IS NULL OR w.not_before <= now()))
          ORDER BY l.name, l.id
     LOOP
-        {step_limit_lock};
+        PERFORM pg_advisory_xact_lock(_limit_namespace, _limit_id::int);
         _locked := _locked || _limit_id;
     END LOOP;
     -- Then the rates they name, in name order: a step claim holds its limits', then its rates'.
@@ -66,7 +70,7 @@ BEGIN
                            AND (w.not_before IS NULL OR w.not_before <= now()))
          ORDER BY r.name, r.id
     LOOP
-        {step_rate_lock};
+        PERFORM pg_advisory_xact_lock(_rate_namespace, _rate_id::int);
         _rates_locked := _rates_locked || _rate_id;
     END LOOP;
     IF cardinality(_locked) = 0 AND cardinality(_rates_locked) = 0 THEN

@@ -3,9 +3,8 @@
 
 -- name: queue_position
 -- 1-based place of a queued execution in its queue, in promotion order (higher priority first,
--- FIFO among equals): its key's queue (its workflow's when unkeyed, the key ''). Also read for
--- many rows at once as {queue_position:q} (each %(name)s taken from the row q), and inside
--- mantle_admit.
+-- FIFO among equals): its key's queue (its workflow's when unkeyed, the key ''). Also read inside
+-- mantle_admit; queue_positions counts the same for many rows at once.
 SELECT count(*) FROM executions_execution e
  WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
    AND e.status = 'queued'
@@ -13,8 +12,15 @@ SELECT count(*) FROM executions_execution e
         OR e.priority = %(priority)s AND (e.created_at, e.id) <= (%(created_at)s, %(id)s))
 
 -- name: queue_positions
--- The places of those of %(ids)s that are queued.
-SELECT q.id, ({queue_position:q}) FROM executions_execution q
+-- The places of those of %(ids)s that are queued, each counted as queue_position counts it.
+SELECT q.id,
+       (SELECT count(*) FROM executions_execution e
+         WHERE e.workflow_id = q.workflow_id AND e.concurrency_key = q.concurrency_key
+           AND e.status = 'queued'
+           AND (e.priority > q.priority
+                OR e.priority = q.priority AND (e.created_at, e.id) <= (q.created_at, q.id)))
+       AS position
+  FROM executions_execution q
  WHERE q.id = ANY(%(ids)s) AND q.status = 'queued'
 
 -- name: workflow_queues
@@ -26,26 +32,30 @@ SELECT q.id, ({queue_position:q}) FROM executions_execution q
 -- time. Last, the pause that holds its newcomers: its team's, its own, or a named limit's it
 -- lists (docs/operations.md, Pausing during an incident), NULL when none.
 SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_parallel_per_key,
-       count(e.id) FILTER (WHERE e.status IN {slot_holding}),
-       count(e.id) FILTER (WHERE e.status = 'queued'),
-       min(e.created_at) FILTER (WHERE e.status = 'queued'),
-       v.rate_max, extract(epoch FROM v.rate_period)::float8, v.rate_per_key,
+       count(e.id) FILTER (WHERE e.status IN ('pending', 'running')) AS running,
+       count(e.id) FILTER (WHERE e.status = 'queued') AS queued,
+       min(e.created_at) FILTER (WHERE e.status = 'queued') AS oldest_queued_at,
+       v.rate_max, extract(epoch FROM v.rate_period)::float8 AS rate_period_seconds,
+       v.rate_per_key,
        CASE WHEN v.rate_max > 0 AND NOT v.rate_per_key THEN
          (SELECT count(*) FROM executions_execution r
            WHERE r.workflow_id = w.id
-             AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END,
-       count(e.id) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce'),
-       min(e.not_before) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce'),
+             AND r.pending_at > statement_timestamp() - v.rate_period) ELSE 0 END
+         AS rate_in_window,
+       count(e.id) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce')
+         AS debounced,
+       min(e.not_before) FILTER (WHERE e.status = 'queued' AND e.blocked_by = 'debounce')
+         AS next_debounce_due,
        CASE WHEN t.paused_at IS NOT NULL THEN 'team'
             WHEN w.paused_at IS NOT NULL THEN 'workflow'
             WHEN EXISTS (SELECT 1 FROM teams_namedlimit l
                           WHERE l.team_id = t.id AND l.name = ANY(v.limits)
-                            AND l.paused_at IS NOT NULL) THEN 'limit' END
+                            AND l.paused_at IS NOT NULL) THEN 'limit' END AS paused_by
   FROM workflows_workflowdefinition w
   JOIN teams_team t ON t.id = w.team_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
-    ON e.workflow_id = w.id AND e.status IN {queued_or_holding}
+    ON e.workflow_id = w.id AND e.status IN ('queued', 'pending', 'running')
  WHERE w.team_id = ANY(%(team_ids)s)
  GROUP BY w.team_id, w.id, w.name, v.id, t.id
  ORDER BY w.name
@@ -56,18 +66,18 @@ SELECT w.team_id, w.id, w.name, v.max_parallel_executions, v.on_limit, v.max_par
 -- every workflow that lists them), the executions queued waiting for them, their scope, the
 -- units held by running steps (docs/limits.md, Step scope), the steps waiting for them and
 -- the oldest wait, and whether it is paused.
-SELECT coalesce(t.slug, ''), l.name, l.max,
+SELECT coalesce(t.slug, '') AS team, l.name, l.max,
        (SELECT count(*) FROM executions_execution e
-         WHERE e.named_limits @> ARRAY[l.id] AND e.status IN {slot_holding}),
+         WHERE e.named_limits @> ARRAY[l.id] AND e.status IN ('pending', 'running')) AS in_use,
        (SELECT count(*) FROM executions_execution e
          WHERE e.team_id = l.team_id AND e.status = 'queued' AND e.blocked_by = 'limit'
-           AND e.blocked_by_limit = l.name),
-       CASE WHEN l.team_id IS NULL THEN 'global' ELSE 'team' END,
+           AND e.blocked_by_limit = l.name) AS queued,
+       CASE WHEN l.team_id IS NULL THEN 'global' ELSE 'team' END AS scope,
        (SELECT coalesce(sum(s.limit_units[array_position(s.limit_ids, l.id)]), 0)
           FROM executions_stepexecution s
-         WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]),
-       waiting.steps, waiting.oldest,
-       l.paused_at IS NOT NULL
+         WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) AS units_in_use,
+       waiting.steps AS waiting_steps, waiting.oldest AS oldest_waiting_at,
+       l.paused_at IS NOT NULL AS paused
   FROM teams_namedlimit l
   LEFT JOIN teams_team t ON t.id = l.team_id
  CROSS JOIN LATERAL (SELECT count(*) AS steps, min(s.created_at) AS oldest
@@ -85,17 +95,18 @@ SELECT b.workflow_id, b.key, b.queued, b.running, b.oldest_queued_at,
        CASE WHEN v.rate_max > 0 AND v.rate_per_key THEN
          (SELECT count(*) FROM executions_execution r
            WHERE r.workflow_id = b.workflow_id AND r.concurrency_key = b.key
-             AND r.pending_at > statement_timestamp() - v.rate_period) END
+             AND r.pending_at > statement_timestamp() - v.rate_period) END AS rate_in_window
   FROM (
     SELECT e.workflow_id, e.concurrency_key AS key,
            count(*) FILTER (WHERE e.status = 'queued') AS queued,
-           count(*) FILTER (WHERE e.status IN {slot_holding}) AS running,
+           count(*) FILTER (WHERE e.status IN ('pending', 'running')) AS running,
            min(e.created_at) FILTER (WHERE e.status = 'queued') AS oldest_queued_at,
            row_number() OVER (PARTITION BY e.workflow_id
                               ORDER BY count(*) FILTER (WHERE e.status = 'queued') DESC,
                                        e.concurrency_key) AS rank
       FROM executions_execution e
-     WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN {queued_or_holding} AND e.concurrency_key <> ''
+     WHERE e.team_id = ANY(%(team_ids)s) AND e.status IN ('queued', 'pending', 'running')
+       AND e.concurrency_key <> ''
      GROUP BY e.workflow_id, e.concurrency_key) AS b
   JOIN workflows_workflowdefinition w ON w.id = b.workflow_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
@@ -106,18 +117,18 @@ SELECT b.workflow_id, b.key, b.queued, b.running, b.oldest_queued_at,
 -- The gauges of a scrape from one snapshot: queue depth and slot holders of every workflow
 -- with a current version, 0 included; and whether a pause holds its newcomers (its own, its
 -- team's, or that of a named limit it lists).
-SELECT t.slug, w.name,
-       count(e.id) FILTER (WHERE e.status = 'queued'),
-       count(e.id) FILTER (WHERE e.status IN {slot_holding}),
+SELECT t.slug AS team, w.name AS workflow,
+       count(e.id) FILTER (WHERE e.status = 'queued') AS queued,
+       count(e.id) FILTER (WHERE e.status IN ('pending', 'running')) AS running,
        t.paused_at IS NOT NULL OR w.paused_at IS NOT NULL
          OR EXISTS (SELECT 1 FROM teams_namedlimit l
                      WHERE l.team_id = t.id AND l.name = ANY(v.limits)
-                       AND l.paused_at IS NOT NULL)
+                       AND l.paused_at IS NOT NULL) AS paused
   FROM workflows_workflowdefinition w
   JOIN teams_team t ON t.id = w.team_id
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
   LEFT JOIN executions_execution e
-    ON e.workflow_id = w.id AND e.status IN {queued_or_holding}
+    ON e.workflow_id = w.id AND e.status IN ('queued', 'pending', 'running')
  GROUP BY t.id, w.id, v.id
 
 -- name: queue_sample_record
@@ -125,16 +136,16 @@ SELECT t.slug, w.name,
 INSERT INTO executions_queuesample (workflow_id, queued, running, taken_at)
 SELECT workflow_id,
        count(*) FILTER (WHERE status = 'queued'),
-       count(*) FILTER (WHERE status IN {slot_holding}),
+       count(*) FILTER (WHERE status IN ('pending', 'running')),
        statement_timestamp()
   FROM executions_execution
- WHERE status IN {queued_or_holding}
+ WHERE status IN ('queued', 'pending', 'running')
  GROUP BY workflow_id
 
 -- name: queued_past_timeout
 -- Queued executions past their version's queue_timeout (seconds in its spec), with the timeout
 -- as the YAML wrote it.
-SELECT e.id, v.spec->>'queue_timeout_text'
+SELECT e.id, v.spec->>'queue_timeout_text' AS timeout
   FROM executions_execution e
   JOIN workflows_workflowversion v ON v.id = e.version_id
  WHERE e.status = 'queued' AND jsonb_typeof(v.spec->'queue_timeout') = 'number'
@@ -147,8 +158,8 @@ SELECT e.id, v.spec->>'queue_timeout_text'
 -- else ('rate', name) when it names a rate (its window is full, or it waits for its turn);
 -- else ('limit', the first it lists): it waits for its turn, or for its retry.
 SELECT w.id,
-       CASE WHEN short.name IS NULL AND r.name IS NOT NULL THEN 'rate' ELSE 'limit' END,
-       coalesce(short.name, r.name, first.name)
+       CASE WHEN short.name IS NULL AND r.name IS NOT NULL THEN 'rate' ELSE 'limit' END AS kind,
+       coalesce(short.name, r.name, first.name) AS name
   FROM executions_stepexecution w
   LEFT JOIN teams_namedrate r ON r.id = w.rate_id
   LEFT JOIN LATERAL (

@@ -10,27 +10,7 @@ SELECT k.id AS "key.id", k.team_id AS "key.team_id", k.user_id AS "key.user_id",
        k.name AS "key.name", k.prefix AS "key.prefix", k.key_hash AS "key.key_hash",
        k.created_at AS "key.created_at", k.last_used_at AS "key.last_used_at",
        k.revoked_at AS "key.revoked_at",
-       {team_workflow_version_columns}
-  FROM teams_apikey k
-  JOIN teams_team t ON t.id = k.team_id
-  LEFT JOIN workflows_workflowdefinition w ON w.team_id = t.id AND w.name = %(name)s
-  LEFT JOIN workflows_workflowversion v ON v.id = w.current_version_id
- WHERE k.key_hash = %(key_hash)s
-
--- name: webhook_by_path
--- The webhook trigger on %(path)s with its workflow, team and current version.
-SELECT h.id AS "hook.id", h.path AS "hook.path", h.workflow_id AS "hook.workflow_id",
-       h.secret AS "hook.secret", h.anonymous AS "hook.anonymous",
-       {team_workflow_version_columns}
-  FROM workflows_webhookpath h
-  JOIN workflows_workflowdefinition w ON w.id = h.workflow_id
-  JOIN teams_team t ON t.id = w.team_id
-  JOIN workflows_workflowversion v ON v.id = w.current_version_id
- WHERE h.path = %(path)s
-
--- name: team_workflow_version_columns
--- The columns of the team t, its workflow w and the workflow's version v, in both queries above.
-t.id AS "team.id", t.slug AS "team.slug", t.name AS "team.name",
+       t.id AS "team.id", t.slug AS "team.slug", t.name AS "team.name",
        t.max_concurrent_executions AS "team.max_concurrent_executions",
        t.paused_at AS "team.paused_at", t.created_at AS "team.created_at", w.id AS "workflow.id",
        w.team_id AS "workflow.team_id", w.name AS "workflow.name",
@@ -45,3 +25,33 @@ t.id AS "team.id", t.slug AS "team.slug", t.name AS "team.name",
        v.rate_per_key AS "version.rate_per_key", v.debounce AS "version.debounce",
        v.on_pause AS "version.on_pause", v.retention_completed AS "version.retention_completed",
        v.retention_failed AS "version.retention_failed", v.created_at AS "version.created_at"
+  FROM teams_apikey k
+  JOIN teams_team t ON t.id = k.team_id
+  LEFT JOIN workflows_workflowdefinition w ON w.team_id = t.id AND w.name = %(name)s
+  LEFT JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE k.key_hash = %(key_hash)s
+
+-- name: webhook_by_path
+-- The webhook trigger on %(path)s with its workflow, team and current version.
+SELECT h.id AS "hook.id", h.path AS "hook.path", h.workflow_id AS "hook.workflow_id",
+       h.secret AS "hook.secret", h.anonymous AS "hook.anonymous",
+       t.id AS "team.id", t.slug AS "team.slug", t.name AS "team.name",
+       t.max_concurrent_executions AS "team.max_concurrent_executions",
+       t.paused_at AS "team.paused_at", t.created_at AS "team.created_at", w.id AS "workflow.id",
+       w.team_id AS "workflow.team_id", w.name AS "workflow.name",
+       w.current_version_id AS "workflow.current_version_id",
+       w.created_at AS "workflow.created_at", w.paused_at AS "workflow.paused_at",
+       v.id AS "version.id", v.workflow_id AS "version.workflow_id", v.number AS "version.number",
+       v.content_hash AS "version.content_hash",
+       v.max_parallel_executions AS "version.max_parallel_executions",
+       v.on_limit AS "version.on_limit", v.max_parallel_per_key AS "version.max_parallel_per_key",
+       v.max_queued AS "version.max_queued", v.limits AS "version.limits",
+       v.rate_max AS "version.rate_max", v.rate_period AS "version.rate_period",
+       v.rate_per_key AS "version.rate_per_key", v.debounce AS "version.debounce",
+       v.on_pause AS "version.on_pause", v.retention_completed AS "version.retention_completed",
+       v.retention_failed AS "version.retention_failed", v.created_at AS "version.created_at"
+  FROM workflows_webhookpath h
+  JOIN workflows_workflowdefinition w ON w.id = h.workflow_id
+  JOIN teams_team t ON t.id = w.team_id
+  JOIN workflows_workflowversion v ON v.id = w.current_version_id
+ WHERE h.path = %(path)s

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from executions import sql
+from executions.models import QUEUED_OR_HOLDING, SLOT_HOLDING, TERMINAL, Status
 from teams.models import ApiKey, Team
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 
@@ -57,20 +58,44 @@ def test_every_query_the_code_names_exists():
     )
 
 
-def test_the_slot_holding_statuses_are_written_once():
-    """The statuses that hold a slot come from models.SLOT_HOLDING through {slot_holding}."""
+# The execution statuses a statement of the data room may write out as a list: each set the
+# models name (executions.models), as the statements write them.
+NAMED_STATUSES = {
+    "SLOT_HOLDING": set(SLOT_HOLDING),
+    "QUEUED_OR_HOLDING": set(QUEUED_OR_HOLDING),
+    "TERMINAL": set(TERMINAL),
+}
+STATUS_LIST = re.compile(r"\bIN\s*\(\s*('\w+'(?:\s*,\s*'\w+')*)\s*\)")
+
+
+def test_every_status_list_the_sql_writes_is_one_the_models_name():
+    """A list of execution statuses in a statement (`status IN ('pending', 'running')`) is one of
+    the models' sets, so a status added to one of them fails here until every list has it."""
+    statuses = set(Status.values)
+    unnamed = []
+    for path in sorted((ROOT / "executions" / "sql").glob("*.sql")):
+        for match in STATUS_LIST.finditer(path.read_text()):
+            written = set(re.findall(r"'(\w+)'", match.group(1)))
+            if written <= statuses and written not in NAMED_STATUSES.values():
+                line = path.read_text().count("\n", 0, match.start()) + 1
+                unnamed.append(f"{path.name}:{line}: {match.group(0)}")
+    assert not unnamed, (
+        f"execution status lists that are none of the models' sets: {unnamed}. Write the "
+        f"statuses of one of {sorted(NAMED_STATUSES)} (executions/models.py), all of them"
+    )
+
+
+def test_python_names_the_slot_holding_statuses():
+    """Python reads the statuses that hold a slot from models.SLOT_HOLDING."""
     literal = re.compile(r"'pending',\s*'running'")
     written = [
         str(path.relative_to(ROOT))
         for folder in PRODUCT
-        for path in (ROOT / folder).rglob("*")
-        if path.suffix in {".py", ".sql"}
-        and "migrations" not in path.parts
-        and literal.search(path.read_text())
+        for path in (ROOT / folder).rglob("*.py")
+        if "migrations" not in path.parts and literal.search(path.read_text())
     ]
     assert not written, (
-        f"('pending', 'running') written out in {written}: write {{slot_holding}} in a named "
-        "query of executions/sql/, or use executions.models.SLOT_HOLDING in Python"
+        f"('pending', 'running') written out in {written}: use executions.models.SLOT_HOLDING"
     )
 
 
@@ -79,11 +104,8 @@ def test_the_slot_holding_statuses_are_written_once():
 DATA_ROOM = "executions"
 RAW_SQL = re.compile(r"cursor\.execute\(|\.cursor\(\)")
 SQL_ELSEWHERE = {
-    "core/locks.py": "the advisory locks, below every room (docs/architecture.md, lock order)",
-    "api/health.py": "the health probe's one read of the server's role",
-    "engine/dispatch.py": "the claims, being rewritten: to move into the data room",
-    "engine/orchestrator.py": "the advance's lock of its executions: to move into the data room",
-    "engine/reaper.py": "the reaper's expired leases: to move into the data room",
+    "core/locks.py": "the advisory locks and the session-scoped connections, below every room "
+    "(docs/architecture.md, The data room)",
 }
 
 
