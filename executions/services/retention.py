@@ -6,12 +6,16 @@ completed execution is deleted once finished longer than `completed` ago, a fail
 or timed-out one than `failed` (0 keeps them for ever), with its steps first. Rejections and
 finished bulk actions go after the `failed` horizon, the dashboard's queue samples after
 QUEUE_SAMPLES_KEPT (its chart shows the last hour). Every statement deletes at most BATCH rows
-and is its own transaction, so no pass holds a lock longer than one batch, and admission and
-promotion (which never touch finished rows) never wait on it.
+(an execution with its steps in one statement, retention.sql) and is its own transaction, so no
+pass holds a lock longer than one batch, and admission and promotion (which never touch finished
+rows) never wait on it. The pass is paced: after each batch it sleeps so that it deletes for at
+most DUTY of its time, leaving the database's CPU and WAL to admission (docs/operations.md,
+Retention).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +31,8 @@ from executions.sql import queries
 from workflows.models import WorkflowDefinition
 
 BATCH = 1000
+# The share of a pass's time spent deleting; it sleeps the rest.
+DUTY = 0.25
 QUEUE_SAMPLES_KEPT = timedelta(hours=2)
 COMPLETED = [Status.COMPLETED.value]
 FAILED = [Status.FAILED.value, Status.CANCELLED.value, Status.TIMED_OUT.value]
@@ -70,17 +76,30 @@ def _expired(
         "cutoff": cutoff,
         "batch": BATCH,
     }
+    pruned: Counter[str] = Counter()
     with connection.cursor() as cursor:
         if dry_run:
             cursor.execute(queries["expired_count"], params)
             executions, steps = cursor.fetchone()
             return Counter({"executions": executions, "steps": steps})
-        return Counter(
-            {
-                "steps": _in_batches(cursor, queries["expired_steps_delete"], params),
-                "executions": _in_batches(cursor, queries["expired_executions_delete"], params),
-            }
-        )
+        # Executions looked at per batch: as many as fit BATCH rows with the last batch's steps
+        # per execution (the statement keeps whichever of them fit).
+        take = BATCH
+        while True:
+            began = time.monotonic()
+            cursor.execute(queries["expired_batch_delete"], {**params, "take": take})
+            executions, steps, oversized = cursor.fetchone()
+            if oversized is not None:
+                cursor.execute(
+                    queries["expired_steps_of_delete"], {**params, "execution_id": oversized}
+                )
+                steps = cursor.rowcount
+            _pace(time.monotonic() - began)
+            if executions == steps == 0:
+                return pruned
+            pruned.update(executions=executions, steps=steps)
+            if executions:
+                take = max(1, min(BATCH, BATCH * executions // (executions + steps)))
 
 
 def _older(table: str, cutoff: datetime, *, dry_run: bool) -> Counter[str]:
@@ -108,7 +127,14 @@ def _in_batches(cursor: CursorWrapper, statement: str, params: dict[str, Any]) -
     """Run a deleting statement (autocommit: each its own transaction) until it deletes none."""
     deleted = 0
     while True:
+        began = time.monotonic()
         cursor.execute(statement, params)
+        _pace(time.monotonic() - began)
         if cursor.rowcount <= 0:
             return deleted
         deleted += cursor.rowcount
+
+
+def _pace(busy: float) -> None:
+    """Sleep after a batch that took `busy` seconds, so the pass deletes DUTY of its time."""
+    time.sleep(busy * (1 - DUTY) / DUTY)

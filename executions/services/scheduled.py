@@ -2,31 +2,39 @@
 slot and counted by no limit, then admitted through admission by the engine clock, limits
 decided then.
 
-A due run is admitted in one transaction that locks its row (SKIP LOCKED: a second clock passes
-it over), deletes it and admits an execution with the same id, inputs, trigger, priority and
-Idempotency-Key: either the admission commits and the scheduled row is gone, or neither
-happened. So however many clocks run, or die mid-pass and restart, each run is admitted once.
-Rejected when due (a full `on_limit: reject` workflow, `on_pause: reject`), it ends `failed`
-with the rejection as its error.
+Due runs are admitted in batches of one team's, oldest run_at first (scheduled.sql): one
+transaction locks the batch's rows (SKIP LOCKED: a second clock passes them over), deletes them
+and admits, in one statement, an execution with each one's id, inputs, trigger, priority and
+Idempotency-Key through mantle_admit: either the batch commits and its scheduled rows are gone,
+or none of it happened. So however many clocks run, or die mid-pass and restart, each run is
+admitted once. The batch holds its team's admission locks until it commits, as one admission
+does (a batch of one team takes the team's lock first, like every other admission: no
+deadlock), so BATCH bounds how long the team's other admissions wait. Rejected when due (a full
+`on_limit: reject` workflow, `on_pause: reject`, inputs a newer version refuses), a run ends
+`failed` with the rejection as its error.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models.functions import Now
+from django.db import connection, transaction
 from django.utils import timezone
 
+from core import locks
 from core.durations import parse_duration
-from executions.models import Execution, Status
-from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
+from executions import metrics
+from executions.models import Execution, Rejection, Status
+from executions.services.admission import ConcurrencyLimitExceeded
 from executions.services.lifecycle import execution_finish
-from teams.models import Team
-from workflows.admission_values import priority_value
+from executions.sql import REJECTED, queries
+from teams.models import Team, effective_team_limit
+from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs, WorkflowSpec, validate_inputs
 
@@ -34,8 +42,13 @@ logger = logging.getLogger(__name__)
 
 # How far ahead a delayed run may be.
 LONGEST_DELAY = timedelta(days=366)
-# Due runs admitted per pass of the clock (every 0.25 s), so a pass stays short.
+# Due runs of one team admitted per transaction: the team's other admissions wait for at most
+# one batch.
 BATCH = 500
+# Seconds of batches per pass of the clock (every 0.25 s): its other jobs wait at most this.
+PASS_BUDGET = 2.0
+# Teams with due runs looked at per round of a pass.
+TEAMS = 20
 
 
 def run_time(*, run_at: object = None, delay: object = None) -> datetime:
@@ -89,42 +102,144 @@ def execution_schedule(
     )
 
 
-def scheduled_admit_due() -> int:
-    """Admit the runs now due (by the database's clock), oldest run_at first; how many were
-    handled (admitted or failed)."""
-    due = list(
-        Execution.objects.filter(status=Status.SCHEDULED, run_at__lte=Now())
-        .order_by("run_at", "created_at")
-        .values_list("id", flat=True)[:BATCH]
-    )
-    return sum(_admit_one(execution_id) for execution_id in due)
+def scheduled_admit_due(*, budget: float = PASS_BUDGET) -> int:
+    """Admit the runs now due (by the database's clock) in batches, until none is left that no
+    other clock holds or `budget` seconds have passed; how many were handled (admitted or
+    failed)."""
+    deadline = time.monotonic() + budget
+    handled = 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(queries["scheduled_due_teams"], {"teams": TEAMS})
+            teams = [team_id for (team_id,) in cursor.fetchall()]
+        progressed = False
+        for team_id in teams:
+            batch = _admit_batch(team_id)
+            handled += batch
+            progressed = progressed or batch > 0
+            if time.monotonic() > deadline:
+                return handled
+        if not progressed:
+            return handled  # none due, or another clock holds them
 
 
-def _admit_one(execution_id: uuid.UUID) -> bool:
-    with transaction.atomic():
-        run = (
-            Execution.objects.select_for_update(of=("self",), skip_locked=True)
-            .select_related("team", "workflow__current_version")
-            .filter(id=execution_id, status=Status.SCHEDULED)
-            .first()
+def _admit_batch(team_id: int) -> int:
+    """One batch of a team's due runs, in one transaction; how many it handled."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(queries["scheduled_due_lock"], {"team_id": team_id, "batch": BATCH})
+        due = cursor.fetchall()
+        if not due:
+            return 0
+        team = Team.objects.get(id=team_id)
+        workflows = WorkflowDefinition.objects.select_related("current_version").in_bulk(
+            {row[1] for row in due}
         )
-        if run is None:
-            return False  # admitted or cancelled meanwhile, or another clock holds it
-        try:
-            with transaction.atomic():
-                Execution.objects.filter(id=run.id).delete()
-                execution_admit(
-                    team=run.team,
-                    workflow=run.workflow,
-                    inputs=run.inputs,
-                    trigger=run.trigger,
-                    priority=run.priority,
-                    idempotency_key=run.idempotency_key,
-                    execution_id=run.id,
-                )
-                Execution.objects.filter(id=run.id).update(run_at=run.run_at)
-        except (ConcurrencyLimitExceeded, InvalidInputs) as rejected:
-            # Rejected by a limit, or by the inputs of a version applied since.
-            logger.warning("delayed run %s rejected when due: %s", run.id, rejected)
-            execution_finish(run.id, status=Status.FAILED, error=f"rejected when due: {rejected}")
-    return True
+        specs: dict[int, WorkflowSpec] = {}
+        runs: list[dict[str, Any]] = []
+        refused: list[tuple[uuid.UUID, InvalidInputs]] = []
+        for execution_id, workflow_id, inputs, trigger, priority, key, run_at in due:
+            workflow = workflows[workflow_id]
+            version = workflow.applied_version
+            spec = specs.get(version.id) or specs.setdefault(
+                version.id, WorkflowSpec.from_dict(version.spec)
+            )
+            inputs, trigger = json.loads(inputs), json.loads(trigger)
+            try:
+                inputs = validate_inputs(spec, inputs)
+            except InvalidInputs as invalid:  # by a version applied since
+                refused.append((execution_id, invalid))
+                continue
+            concurrency_key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
+            runs.append(
+                {
+                    "id": execution_id,
+                    "workflow": workflow,
+                    "version_id": version.id,
+                    "inputs": json.dumps(inputs),
+                    "trigger": json.dumps(trigger),
+                    "idempotency_key": key,
+                    "concurrency_key": concurrency_key,
+                    "priority": priority_value(
+                        spec, inputs=inputs, trigger=trigger, given=priority
+                    ),
+                    "key_limit": key_limit_value(spec, inputs=inputs, trigger=trigger),
+                    "key_lock": locks.key_lock_id(workflow_id, concurrency_key),
+                    "run_at": run_at,
+                }
+            )
+        if runs:
+            _admit(cursor, team, runs)
+        for execution_id, reason in refused:
+            _refused(execution_id, reason)
+    return len(due)
+
+
+def _admit(cursor: Any, team: Team, runs: list[dict[str, Any]]) -> None:
+    """Delete the runs and admit each under its id (scheduled.sql), in the caller's
+    transaction; a rejected one is put back and failed with the rejection."""
+    cursor.execute(queries["scheduled_delete"], {"ids": [run["id"] for run in runs]})
+    cursor.execute(
+        queries["scheduled_admit"],
+        {
+            "ids": [run["id"] for run in runs],
+            "version_ids": [run["version_id"] for run in runs],
+            "triggers": [run["trigger"] for run in runs],
+            "idempotency_keys": [run["idempotency_key"] for run in runs],
+            "concurrency_keys": [run["concurrency_key"] for run in runs],
+            "priorities": [run["priority"] for run in runs],
+            "key_limits": [run["key_limit"] for run in runs],
+            "key_locks": [run["key_lock"] for run in runs],
+            "workflow_ids": [run["workflow"].id for run in runs],
+            "inputs": [run["inputs"] for run in runs],
+            "team_id": team.id,
+            "default_team_limit": effective_team_limit(None),
+            "team_namespace": locks.Namespace.TEAM,
+            "limit_namespace": locks.Namespace.NAMED_LIMIT,
+            "workflow_namespace": locks.Namespace.WORKFLOW,
+            "key_namespace": locks.Namespace.KEY,
+            "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
+        },
+    )
+    decisions = cursor.fetchall()
+    admitted = [
+        run for run, decision in zip(runs, decisions, strict=True) if decision[1] != REJECTED
+    ]
+    cursor.execute(
+        queries["scheduled_run_at"],
+        {"ids": [run["id"] for run in admitted], "run_ats": [run["run_at"] for run in admitted]},
+    )
+    if any(decision[1] == Status.PENDING for decision in decisions):
+        cursor.execute(queries["scheduled_wake_workers"])
+    for run, decision in zip(runs, decisions, strict=True):
+        _, outcome, scope, limit, name, retry_after, superseded = decision
+        if superseded is not None:
+            execution_finish(
+                superseded, status=Status.CANCELLED, error=f"superseded by {run['id']}"
+            )
+        if outcome == REJECTED:
+            workflow = run["workflow"]
+            Rejection.objects.create(team=team, workflow=workflow, scope=scope)
+            metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
+            Execution.objects.create(
+                id=run["id"],
+                team=team,
+                workflow=workflow,
+                version_id=run["version_id"],
+                status=Status.SCHEDULED,
+                inputs=json.loads(run["inputs"]),
+                trigger=json.loads(run["trigger"]),
+                priority=run["priority"],
+                idempotency_key=run["idempotency_key"],
+                run_at=run["run_at"],
+            )
+            _refused(
+                run["id"],
+                ConcurrencyLimitExceeded(
+                    scope=scope, limit=limit, name=name, retry_after=retry_after
+                ),
+            )
+
+
+def _refused(execution_id: uuid.UUID, reason: Exception) -> None:
+    logger.warning("delayed run %s rejected when due: %s", execution_id, reason)
+    execution_finish(execution_id, status=Status.FAILED, error=f"rejected when due: {reason}")

@@ -1,32 +1,50 @@
 -- Retention (services/retention.py): finished executions past their workflow's horizon, with
 -- their steps (and so their outputs) and idempotency keys, old rejections, finished bulk
--- actions and the dashboard's old queue samples, deleted in
--- batches of at most %(batch)s rows, each statement its own transaction. Only terminal
--- executions are ever matched (%(statuses)s is a subset of them) and a terminal status is
--- final: a live row is never deleted.
+-- actions and the dashboard's old queue samples, deleted in batches of at most %(batch)s rows,
+-- each statement its own transaction. Only terminal executions are ever matched (%(statuses)s
+-- is a subset of them) and a terminal status is final: a live row is never deleted.
 
--- name: expired_steps_delete
--- Steps of one workflow's executions of %(statuses)s finished before %(cutoff)s.
-DELETE FROM executions_stepexecution WHERE id IN (
-    SELECT s.id FROM executions_execution e
-      JOIN executions_stepexecution s ON s.execution_id = e.id
+-- name: expired_batch_delete
+-- One batch of one workflow's executions of %(statuses)s finished before %(cutoff)s, oldest
+-- first, deleted with their steps (and so their outputs and idempotency keys) in one statement,
+-- steps first: at most %(take)s of them, as many as fit %(batch)s rows with their steps. Returns
+-- the executions and steps deleted, and `oversized`: the oldest, when it alone has more rows
+-- than a batch (expired_steps_of_delete thins it first), else NULL. No row lock is taken before
+-- the deletes: a terminal row is never updated, and a pass racing this one deletes a row once
+-- (the second DELETE finds it gone).
+WITH candidates AS (
+    SELECT e.id, e.completed_at,
+           1 + (SELECT count(*) FROM executions_stepexecution s
+                 WHERE s.execution_id = e.id) AS row_count
+      FROM executions_execution e
      WHERE e.workflow_id = %(workflow_id)s AND e.status = ANY(%(statuses)s)
        AND e.completed_at < %(cutoff)s
+     ORDER BY e.completed_at
+     LIMIT %(take)s),
+doomed AS (
+    SELECT id FROM (SELECT id, sum(row_count) OVER (ORDER BY completed_at, id) AS running
+                      FROM candidates) c
+     WHERE running <= %(batch)s),
+steps AS (
+    DELETE FROM executions_stepexecution s USING doomed d
+     WHERE s.execution_id = d.id
+    RETURNING 1),
+gone AS (
+    DELETE FROM executions_execution e USING doomed d
+     WHERE e.id = d.id AND e.status = ANY(%(statuses)s)
+    RETURNING 1)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM steps),
+       (SELECT c.id FROM candidates c WHERE NOT EXISTS (SELECT 1 FROM doomed)
+         ORDER BY c.completed_at, c.id LIMIT 1) AS oversized
+
+-- name: expired_steps_of_delete
+-- At most %(batch)s steps of one expired execution with more rows than a batch (a fan-out's).
+DELETE FROM executions_stepexecution WHERE id IN (
+    SELECT id FROM executions_stepexecution WHERE execution_id = %(execution_id)s
      LIMIT %(batch)s)
 
--- name: expired_executions_delete
--- Those executions once their steps are gone (one a running pass still holds is passed over).
-DELETE FROM executions_execution WHERE id IN (
-    SELECT e.id FROM executions_execution e
-     WHERE e.workflow_id = %(workflow_id)s AND e.status = ANY(%(statuses)s)
-       AND e.completed_at < %(cutoff)s
-       AND NOT EXISTS (SELECT 1 FROM executions_stepexecution s WHERE s.execution_id = e.id)
-     LIMIT %(batch)s
-       FOR UPDATE SKIP LOCKED)
-  AND status = ANY(%(statuses)s)
-
 -- name: expired_count
--- What expired_steps_delete and expired_executions_delete would delete, in all.
+-- What expired_batch_delete would delete, in all its batches.
 SELECT count(*),
        coalesce(sum((SELECT count(*) FROM executions_stepexecution s
                       WHERE s.execution_id = e.id)), 0)

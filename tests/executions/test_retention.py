@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -24,6 +25,7 @@ from executions.models import (
     Rejection,
     StepExecution,
 )
+from executions.services import retention
 from executions.services.admission import execution_admit
 from executions.services.retention import prune
 from mantle_site.config import ConfigError, RetentionConfig, load_config
@@ -134,6 +136,54 @@ def test_the_config_sets_the_default_horizons(team, make_workflow, monkeypatch):
     assert run("mantle_prune") == (
         "deleted: 1 executions, 2 steps, 0 rejections, 0 bulk_actions, 0 queue_samples\n"
     )
+
+
+@pytest.fixture
+def rows_per_transaction():
+    """The rows each transaction deleted from the execution and step tables, by a trigger."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE deleted_by (txid bigint);"
+            "CREATE FUNCTION log_deleted_by() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "INSERT INTO deleted_by VALUES (txid_current()); RETURN OLD; END $$;"
+            "CREATE TRIGGER log_deleted_by BEFORE DELETE ON executions_execution "
+            "FOR EACH ROW EXECUTE FUNCTION log_deleted_by();"
+            "CREATE TRIGGER log_deleted_by BEFORE DELETE ON executions_stepexecution "
+            "FOR EACH ROW EXECUTE FUNCTION log_deleted_by();"
+        )
+
+    def read() -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM deleted_by GROUP BY txid")
+            return [count for (count,) in cursor.fetchall()]
+
+    yield read
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DROP TRIGGER log_deleted_by ON executions_execution;"
+            "DROP TRIGGER log_deleted_by ON executions_stepexecution;"
+            "DROP FUNCTION log_deleted_by(); DROP TABLE deleted_by;"
+        )
+
+
+def test_each_transaction_deletes_at_most_a_batch_with_steps_first(
+    team, make_workflow, monkeypatch, rows_per_transaction
+):
+    """Executions go with their steps, oldest first, at most BATCH rows a transaction: one with
+    more steps than a batch (a fan-out's) is thinned in batches of its steps first."""
+    monkeypatch.setattr(retention, "BATCH", 10)
+    monkeypatch.setattr(retention, "DUTY", 1.0)
+    workflow = make_workflow(team)
+    for n in range(12):
+        finished(team, workflow, "completed", days_ago=40 + n, steps=n % 4)
+    finished(team, workflow, "failed", days_ago=400, steps=25)
+    kept = finished(team, workflow, "completed", days_ago=1)
+    assert prune(dry_run=True) == Counter(executions=13, steps=43)
+    assert prune() == Counter(executions=13, steps=43)
+    counts = rows_per_transaction()
+    assert sum(counts) == 13 + 43 and max(counts) <= 10
+    assert list(Execution.objects.values_list("id", flat=True)) == [kept.id]
+    assert not StepExecution.objects.exclude(execution_id=kept.id).exists()
 
 
 @pytest.fixture

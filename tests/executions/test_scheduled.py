@@ -13,13 +13,16 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import DatabaseError, IntegrityError
 from django.utils import timezone
 
 from executions.models import Execution, Status
+from executions.services import scheduled
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_cancel
 from executions.services.pauses import workflow_pause_set
 from executions.services.scheduled import execution_schedule, run_time, scheduled_admit_due
+from executions.sql import queries
 from tests.api.conftest import client_of
 from tests.commands import exit_code, run
 from tests.concurrency.harness import run_in_threads
@@ -86,14 +89,46 @@ def test_a_run_rejected_when_due_fails_with_the_reason(team, make_workflow):
     assert failed.error.startswith("rejected when due: paused")
 
 
-def test_racing_clocks_admit_each_due_run_once(team, make_workflow):
-    workflow = make_workflow(team)
-    due = due_now(team, workflow, 40)
-    handled = run_in_threads([scheduled_admit_due] * 4, threads=4)
-    assert sum(handled) == 40  # type: ignore[arg-type]
-    assert Execution.objects.count() == 40
+def racing_clocks(team, workflow, runs: int) -> tuple[list[Execution], int, list[Exception]]:
+    """4 clocks admitting the same due runs at once, in batches of 10: what each handled in all,
+    and the errors they died of."""
+    due = due_now(team, workflow, runs)
+    errors: list[Exception] = []
+
+    def clock() -> int:
+        try:
+            return scheduled_admit_due()
+        except DatabaseError as error:
+            errors.append(error)
+            return 0
+
+    handled = run_in_threads([clock] * 4, threads=4)
+    return due, sum(handled), errors  # type: ignore[arg-type]
+
+
+def test_racing_clocks_admit_each_due_run_once(team, make_workflow, monkeypatch):
+    monkeypatch.setattr(scheduled, "BATCH", 10)
+    workflow = make_workflow(team, limit=5)
+    due, handled, errors = racing_clocks(team, workflow, 120)
+    assert (handled, errors) == (120, [])
+    assert Execution.objects.count() == 120
     assert set(Execution.objects.values_list("id", flat=True)) == {e.id for e in due}
     assert not Execution.objects.filter(status=Status.SCHEDULED).exists()
+    assert Execution.objects.filter(status=Status.PENDING).count() == 5
+    assert all(e.run_at is not None for e in Execution.objects.all())
+
+
+def test_without_the_batch_row_locks_racing_clocks_take_the_same_runs(
+    team, make_workflow, monkeypatch
+):
+    """The lockless mutant: clocks that read a due batch without locking it take the same runs,
+    and all but one die admitting ids already admitted."""
+    monkeypatch.setattr(scheduled, "BATCH", 10)
+    lockless = queries["scheduled_due_lock"].replace("FOR UPDATE SKIP LOCKED", "")
+    monkeypatch.setitem(queries, "scheduled_due_lock", lockless)
+    workflow = make_workflow(team, limit=5)
+    _, _, errors = racing_clocks(team, workflow, 120)
+    assert errors and all(isinstance(error, IntegrityError) for error in errors)
 
 
 def start_clock(log: Path) -> subprocess.Popen[bytes]:
