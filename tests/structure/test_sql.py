@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from executions import sql
+from executions.models import SLOT_HOLDING
 from teams.models import ApiKey, Team
 from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 
@@ -57,8 +58,14 @@ def test_every_query_the_code_names_exists():
     )
 
 
+# The file where the rules of every limit are written once, in whole SQL: the slot-holding
+# statuses are written out there (docs/architecture.md, Where the rules live).
+ROOM = ROOT / "executions" / "sql" / "mantle_room.sql"
+
+
 def test_the_slot_holding_statuses_are_written_once():
-    """The statuses that hold a slot come from models.SLOT_HOLDING through {slot_holding}."""
+    """The statuses that hold a slot come from models.SLOT_HOLDING through {slot_holding}, and
+    are written out only in mantle_room.sql, as the model says them."""
     literal = re.compile(r"'pending',\s*'running'")
     written = [
         str(path.relative_to(ROOT))
@@ -66,12 +73,17 @@ def test_the_slot_holding_statuses_are_written_once():
         for path in (ROOT / folder).rglob("*")
         if path.suffix in {".py", ".sql"}
         and "migrations" not in path.parts
+        and path != ROOM
         and literal.search(path.read_text())
     ]
     assert not written, (
         f"('pending', 'running') written out in {written}: write {{slot_holding}} in a named "
-        "query of executions/sql/, or use executions.models.SLOT_HOLDING in Python"
+        "query of executions/sql/, call a function of mantle_room.sql, or use "
+        "executions.models.SLOT_HOLDING in Python"
     )
+    holding = "(" + ", ".join(f"'{status}'" for status in SLOT_HOLDING) + ")"
+    lists = re.findall(r"status IN (\([^)]*\))", ROOM.read_text())
+    assert lists and set(lists) == {holding}, (lists, holding)
 
 
 # Where a statement may run besides the data room (executions/: its .sql files, the services and
