@@ -168,22 +168,25 @@ class Execution(models.Model):
                 name="execution_key_limit_queued",
                 condition=Q(status=Status.QUEUED, key_limit__isnull=False),
             ),
-            # Whether anything waits for a team or a workflow slot: a newcomer queues behind
-            # it (one key's long queue, waiting for its key, must not be scanned for that).
+            # What waits for a team, a named limit (by name) or a workflow slot: a newcomer queues
+            # behind it (a key's long queue is not scanned for that); the first holds every label
+            # but the workflow's, for promotion's relabel (docs/performance.md, Keys at scale).
             models.Index(
-                fields=["team"],
-                name="execution_team_blocked",
-                condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.TEAM),
+                fields=["team", "blocked_by", "blocked_by_limit"],
+                name="execution_queue_labelled",
+                condition=Q(status=Status.QUEUED)
+                & Q(blocked_by__in=[b for b in BlockedBy if b != BlockedBy.WORKFLOW]),
             ),
             models.Index(
                 fields=["workflow"],
                 name="execution_workflow_blocked",
                 condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.WORKFLOW),
             ),
+            # The queued holding a named limit: promotion reads which (none: one probe).
             models.Index(
-                fields=["team", "blocked_by_limit"],
-                name="execution_limit_blocked",
-                condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.LIMIT),
+                fields=["workflow", "named_limits"],
+                name="execution_queued_limits",
+                condition=Q(status=Status.QUEUED) & ~Q(named_limits=[]),
             ),
             # The latest promotion of each key: fair promotion serves the least recent first.
             models.Index(

@@ -85,6 +85,9 @@ def _variables(statement: str) -> str:
 # What lives in the database, each written out whole in a file of its own: the PL/pgSQL functions
 # and the triggers.
 _INSTALLED = (
+    "mantle_room.sql",
+    "mantle_fair_queue.sql",
+    "mantle_promote.sql",
     "mantle_admit.sql",
     "mantle_claim_limited.sql",
     "mantle_fair_heads.sql",
@@ -103,22 +106,16 @@ def _performed(statement: str) -> str:
     return "PERFORM " + _variables(statement.strip().removeprefix("SELECT").strip())
 
 
-# mantle_admit's lock statements (core.locks owns the lock SQL).
+# The functions that take advisory locks: how many lock statements each has (each one
+# `PERFORM pg_advisory_xact_lock(...);`), and the first statement that writes after its locked
+# reads. The race tests' lockless mutant (tests/concurrency) strips the one and delays the other.
+LOCK_STATEMENT = re.compile(r"PERFORM pg_advisory_xact_lock\([^;]*;")
 LOCKS_IN_FUNCTION = {
-    "admission_team_lock": _performed(locks.ADMISSION_TEAM_LOCK),
-    "admission_limit_lock": _performed(locks.ADMISSION_LIMIT_LOCK),
-    "admission_flow_locks": _performed(locks.ADMISSION_FLOW_LOCKS),
+    "mantle_admit": (3, "_created_at := clock_timestamp();"),
+    "mantle_promote": (3, "    WITH promoted AS ("),
 }
 
-ADMIT_FUNCTION = _render(
-    _without_leading_comments((_HERE / "mantle_admit.sql").read_text()),
-    {
-        **_BLOCKS,
-        **LOCKS_IN_FUNCTION,
-        "admitted_announced_after_commit": _performed(queries["admitted_announced_after_commit"]),
-    },
-    in_function=True,
-)
+ADMIT_FUNCTION = _without_leading_comments((_HERE / "mantle_admit.sql").read_text())
 
 
 # The limit-aware claim, written whole in its file; its two lock statements as the file writes
@@ -132,12 +129,14 @@ CLAIM_LOCKS_IN_FUNCTION = dict(
     )
 )
 
-# Fair promotion's cursor: its reader, and the trigger function that keeps it.
-FAIR_HEADS_FUNCTION = _render(
-    _without_leading_comments((_HERE / "mantle_fair_heads.sql").read_text()),
-    _BLOCKS,
-    in_function=True,
-)
+# The room of every limit, read by admission and promotion alike (mantle_room.sql: several
+# functions), and promotion: the full fair ranking, its flat-cost reader over fair promotion's
+# cursor, and the promotion itself.
+ROOM_FUNCTIONS = _without_leading_comments((_HERE / "mantle_room.sql").read_text())
+FAIR_QUEUE_FUNCTION = _without_leading_comments((_HERE / "mantle_fair_queue.sql").read_text())
+FAIR_HEADS_FUNCTION = _without_leading_comments((_HERE / "mantle_fair_heads.sql").read_text())
+PROMOTE_FUNCTION = _without_leading_comments((_HERE / "mantle_promote.sql").read_text())
+# ... and the trigger function that keeps fair promotion's cursor.
 QUEUED_TURN_FUNCTION = _without_leading_comments((_HERE / "mantle_queued_turn.sql").read_text())
 
 # The lockless test of a terminal commit's promotion (mantle_promotion_owed.sql).
@@ -148,24 +147,39 @@ PROMOTION_OWED_FUNCTION = _without_leading_comments(
 TRIGGERS = (_HERE / "triggers.sql").read_text()
 
 # What the executions' migrations install (every statement replaces what it creates) and take
-# back.
+# back. Each migration that installs runs the files as they are now, so the bodies of the
+# LANGUAGE sql functions are checked when called, not when created: an earlier migration
+# creates them before the tables a later one adds.
 INSTALL = "\n;\n".join(
     (
+        "SET LOCAL check_function_bodies = off",
+        ROOM_FUNCTIONS,
+        FAIR_QUEUE_FUNCTION,
         ADMIT_FUNCTION,
         CLAIM_LIMITED_FUNCTION,
         FAIR_HEADS_FUNCTION,
         QUEUED_TURN_FUNCTION,
         PROMOTION_OWED_FUNCTION,
+        PROMOTE_FUNCTION,
         TRIGGERS,
     )
 )
 UNINSTALL = """
 DROP TRIGGER execution_queued_turn ON executions_execution;
+DROP FUNCTION mantle_promote;
 DROP FUNCTION mantle_promotion_owed;
 DROP FUNCTION mantle_queued_turn;
 DROP FUNCTION mantle_fair_heads;
 DROP FUNCTION mantle_claim_limited;
 DROP FUNCTION mantle_admit;
+DROP FUNCTION mantle_fair_queue;
+DROP FUNCTION mantle_oldest_key_holder;
+DROP FUNCTION mantle_holding_keys;
+DROP FUNCTION mantle_rate_room;
+DROP FUNCTION mantle_key_room;
+DROP FUNCTION mantle_limit_room;
+DROP FUNCTION mantle_workflow_room;
+DROP FUNCTION mantle_team_room;
 DROP TRIGGER step_team ON executions_stepexecution;
 DROP FUNCTION mantle_step_team();
 DROP TRIGGER named_limit_raised_notify ON teams_namedlimit;

@@ -1,67 +1,50 @@
--- Admission (services/admission.py): the statements mantle_admit (mantle_admit.sql) is built
--- from, and its call. Each runs after the advisory locks of its transaction are held, so in
--- READ COMMITTED it sees every commit made before the lock was granted: counts are exact.
--- bench/pgbench.py runs the same statements one by one as the physical limit.
+-- Admission (services/admission.py): the call of mantle_admit (mantle_admit.sql, the whole
+-- locked part of an admission), and the statements bench/pgbench.py and bench/floor.py run one
+-- by one as the physical limit: mantle_admit's reads and writes, each after the advisory locks
+-- of its transaction are held.
 
 -- name: admission_state
--- The live state a newcomer is judged against: limits, slot holders, and the FIFO queues ahead:
--- what waits for a team slot, for a slot of the workflow, and the newcomer's own key's queue
--- (unkeyed executions share the key '', so for them that is the workflow's whole queue).
--- A count of slot holders is only compared with its limit, so it reads at most that many rows,
--- and none without a limit (LIMIT 0): unbounded, every admission read every live execution
--- of its team twice, and the dead index entries that finished ones leave until vacuum.
--- The newcomer's key limit is the one it evaluated when the workflow gives it by an expression
--- (%(evaluated_key_limit)s, else NULL: its version's count).
-SELECT t.max_concurrent_executions,
-       v.max_parallel_executions,
-       v.on_limit,
-       coalesce(%(evaluated_key_limit)s, v.max_parallel_per_key),
-       v.max_queued,
-       v.rate_max,
-       extract(epoch FROM v.rate_period)::float8,
-       v.rate_per_key,
-       extract(epoch FROM v.debounce)::float8,
-       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
-         WHERE e.team_id = %(team_id)s AND e.status IN {slot_holding}
-         LIMIT coalesce(t.max_concurrent_executions, %(default_team_limit)s)) AS holders),
-       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
-         WHERE e.team_id = %(team_id)s AND e.workflow_id = %(workflow_id)s
-           AND e.status IN {slot_holding}
-         LIMIT v.max_parallel_executions) AS holders),
-       (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
-         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-           AND e.status IN {slot_holding}
-         LIMIT coalesce(%(evaluated_key_limit)s, v.max_parallel_per_key)) AS holders),
+-- The live state a newcomer is judged against, as mantle_admit reads it: its workflow's
+-- strategy, the room of its team, workflow and key (mantle_room.sql), and the FIFO queues
+-- ahead of it.
+SELECT tr.room_limit, wr.room_limit, v.on_limit, k.key_limit, v.max_queued, v.rate_max,
+       extract(epoch FROM v.debounce)::float8, tr.free, wr.free, kr.free,
        EXISTS (SELECT 1 FROM executions_execution e
-         WHERE e.workflow_id = %(workflow_id)s AND e.status = 'queued'
-           AND e.blocked_by = 'workflow'),
+                WHERE e.workflow_id = %(workflow_id)s AND e.status = 'queued'
+                  AND e.blocked_by = 'workflow'),
        EXISTS (SELECT 1 FROM executions_execution e
-         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-           AND e.status = 'queued'),
+                WHERE e.workflow_id = %(workflow_id)s
+                  AND e.concurrency_key = %(concurrency_key)s AND e.status = 'queued'),
        EXISTS (SELECT 1 FROM executions_execution e
-         WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'team')
-  FROM teams_team t, workflows_workflowdefinition w
+                WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'team')
+  FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
- WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
+ CROSS JOIN LATERAL (SELECT coalesce(%(evaluated_key_limit)s::int, v.max_parallel_per_key)
+                       AS key_limit) k
+ CROSS JOIN LATERAL mantle_team_room(%(team_id)s, %(default_team_limit)s) tr
+ CROSS JOIN LATERAL mantle_workflow_room(w.id) wr
+ CROSS JOIN LATERAL mantle_key_room(w.id, %(concurrency_key)s, k.key_limit) kr
+ WHERE w.id = %(workflow_id)s
 
 -- name: admission_paused
--- The pause that holds a newcomer (docs/operations.md, Pausing during an incident): '' for its
--- team's or its workflow's own, else the name of the first (by name) paused named limit it
--- holds (%(named_limits)s), NULL when none; with its workflow's on_pause and max_queued. Read
--- after admission's locks, which a pause takes too: a pause committed before they were granted
--- is seen, and none commits until this admission has.
-SELECT CASE WHEN t.paused_at IS NOT NULL OR w.paused_at IS NOT NULL THEN ''
+-- The pause that holds a newcomer, as mantle_admit reads it (docs/operations.md, Pausing during
+-- an incident): '' for its team's or its workflow's own, else the name of the first (by name)
+-- paused named limit it holds (%(named_limits)s), NULL when none; with its workflow's on_pause
+-- and max_queued.
+SELECT CASE WHEN tr.paused OR wr.paused THEN ''
             ELSE (SELECT min(l.name) FROM teams_namedlimit l
-                   WHERE l.id = ANY(%(named_limits)s) AND l.paused_at IS NOT NULL) END,
+                   CROSS JOIN LATERAL mantle_limit_room(l.id) lr
+                   WHERE l.id = ANY(%(named_limits)s) AND lr.paused) END,
        v.on_pause, v.max_queued
-  FROM teams_team t, workflows_workflowdefinition w
+  FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
- WHERE t.id = %(team_id)s AND w.id = %(workflow_id)s
+ CROSS JOIN LATERAL mantle_team_room(%(team_id)s, %(default_team_limit)s) tr
+ CROSS JOIN LATERAL mantle_workflow_room(w.id) wr
+ WHERE w.id = %(workflow_id)s
 
 -- name: workflow_named_limits
--- The named limits the workflow's current version lists, in lock order (by name): id, name, max.
--- Read under the team's lock, which every change of a team's named limits and of its workflows'
--- versions takes.
+-- The named limits the workflow's current version lists, in lock order (by name): id, name, max,
+-- as mantle_admit reads them under the team's lock.
 SELECT l.id, l.name, l.max
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
@@ -69,69 +52,10 @@ SELECT l.id, l.name, l.max
  WHERE w.id = %(workflow_id)s
  ORDER BY l.name
 
--- name: named_limit_state
--- One named limit under its lock: its slot holders (across every workflow that lists it; as in
--- admission_state, at most its max of them are read), and whether a queued execution waits for
--- it (a newcomer queues behind it).
-SELECT (SELECT count(*) FROM (SELECT 1 FROM executions_execution e
-         WHERE e.named_limits @> ARRAY[%(limit_id)s]::bigint[] AND e.status IN {slot_holding}
-         LIMIT %(limit_max)s) AS holders),
-       EXISTS (SELECT 1 FROM executions_execution e
-         WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'limit'
-           AND e.blocked_by_limit = %(limit_name)s)
-
--- name: rate_window_full_until
--- A rate limit's window as a newcomer finds it: the %(rate_max)s-th newest execution of the
--- workflow (of the newcomer's key when per key) that became pending in the trailing
--- %(rate_period)s seconds. While there is one the window is full, until that one leaves it: the
--- moment returned (no row: there is room now). Reads at most %(rate_max)s rows.
-SELECT e.pending_at + make_interval(secs => %(rate_period)s)
-  FROM executions_execution e
- WHERE e.workflow_id = %(workflow_id)s
-   AND e.pending_at > clock_timestamp() - make_interval(secs => %(rate_period)s)
-   AND (NOT %(rate_per_key)s OR e.concurrency_key = %(concurrency_key)s)
- ORDER BY e.pending_at DESC
- OFFSET %(rate_max)s - 1 LIMIT 1
-
--- name: debounced_key_queued
--- debounce: the execution of the newcomer's key still waiting out its debounce, which the
--- newcomer supersedes (at most one: each newcomer supersedes the one before it).
-SELECT e.id FROM executions_execution e
- WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-   AND e.status = 'queued' AND e.blocked_by = 'debounce'
- ORDER BY e.created_at DESC, e.id DESC
- LIMIT 1
-
--- name: oldest_key_holder
--- on_limit cancel_running: the slot holder of the newcomer's key (its workflow's when unkeyed,
--- the key '') that it supersedes.
-SELECT e.id FROM executions_execution e
- WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-   AND e.status IN {slot_holding}
- ORDER BY e.created_at, e.id
- LIMIT 1
-
--- name: latest_key_queued
--- on_limit keep_latest: the one queued execution of the newcomer's key that it supersedes.
-SELECT e.id FROM executions_execution e
- WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-   AND e.status = 'queued'
- ORDER BY e.created_at DESC, e.id DESC
- LIMIT 1
-
--- name: key_queue_full
--- max_queued: whether the newcomer's queue (its key's; its workflow's when unkeyed, the key '')
--- already holds %(max_queued)s, not counting one it supersedes; counts at most that many rows.
-SELECT count(*) - (%(superseded)s IS NOT NULL)::int >= %(max_queued)s
-  FROM (SELECT 1 FROM executions_execution e
-         WHERE e.workflow_id = %(workflow_id)s AND e.concurrency_key = %(concurrency_key)s
-           AND e.status = 'queued'
-         LIMIT %(max_queued)s + 1) AS queued
-
 -- name: admitted_announced_after_commit
--- Marks the pending execution this transaction admits: the trigger that announces a row that
--- becomes pending at its commit (triggers.sql) passes it over, and the admission announces it
--- right after its commit instead (wake_workers).
+-- Marks the pending execution this transaction admits, as mantle_admit does: the trigger that
+-- announces a row that becomes pending at its commit (triggers.sql) passes it over, and the
+-- admission announces it right after its commit instead (wake_workers).
 SELECT set_config('mantle.admitted', %(id)s::text, true) AS admitted
 
 -- name: wake_workers
@@ -145,8 +69,7 @@ SELECT set_config('mantle.admitted', %(id)s::text, true) AS admitted
 SELECT set_config('synchronous_commit', 'off', true), pg_notify('mantle_work', '')
 
 -- name: admission_insert
--- The admitted execution. created_at and (when queued) queued_at are the same clock time, taken
--- after the locks were granted: the FIFO order of the queue is the order of the inserts.
+-- The admitted execution, as mantle_admit inserts it.
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
         blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority, key_limit,

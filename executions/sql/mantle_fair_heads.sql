@@ -1,5 +1,5 @@
--- mantle_fair_heads: the next %(limit)s queued executions of a workflow in fair promotion order,
--- exactly as fair_queue_heads (promotion.sql) ranks them, at a cost that does not grow with the
+-- mantle_fair_heads: the next _limit queued executions of a workflow in fair promotion order,
+-- exactly as mantle_fair_queue (mantle_fair_queue.sql) ranks them, at a cost that does not grow with the
 -- number of the workflow's keys (docs/performance.md, Keys at scale). Installed from this
 -- file (docs/architecture.md, The data room).
 --
@@ -7,8 +7,8 @@
 -- key promoted least recently, the older head, its id). executions_keyturn holds one row per
 -- key with a queue, its `turn`: that tuple as last known, read here in that order from its
 -- index. The turn is a fairness cursor, never a slot count: the limits are still decided by
--- counting executions (each key's holders, its rate window, its head's key limit), here as in
--- fair_queue_heads. Its drift cannot change a decision, because a turn is never later than its
+-- counting executions (each key's room and its rate window's, mantle_room.sql, under its head's
+-- key limit), here as in mantle_fair_queue. Its drift cannot change a decision, because a turn is never later than its
 -- key's true place:
 --   - an admission that queues an execution lowers its key's turn to that execution's place
 --     when it ranks before it (execution_queued_turn in triggers.sql, in the admission's
@@ -22,14 +22,14 @@
 -- ranks before every key not yet read. A pass that meets a key whose turn is early corrects it
 -- (it moves later in the index) and the pass is done again: the heads a pass returns are those
 -- of a pass that met no correction, each exact and in order. A pass that finds fewer than
--- %(limit)s heads, a limit of NULL (all), or a key whose first execution is waiting out its
--- debounce (its head is then not its first row) answers with fair_queue_heads itself.
+-- _limit heads, a limit of NULL (all), or a key whose first execution is waiting out its
+-- debounce (its head is then not its first row) answers with mantle_fair_queue itself.
 -- A key whose queue is empty loses its row here, under the workflow's lock that every admission
 -- takes before it queues: no admission of that key can queue meanwhile.
 
 CREATE OR REPLACE FUNCTION mantle_fair_heads(
     _workflow_id bigint, _per_key int, _stored_key_limits boolean, _limit int,
-    _rate_per_key boolean, _rate_max int, _rate_period float8)
+    _rate_per_key boolean)
 RETURNS TABLE(head uuid, head_priority smallint, head_created_at timestamptz,
               head_named_limits bigint[], head_rank bigint)
 LANGUAGE plpgsql VOLATILE
@@ -39,9 +39,8 @@ DECLARE
     _head record;
     _last timestamptz;
     _stored boolean;
-    _holders bigint;
+    _free bigint;
     _bound bigint;
-    _key_limit int;
     _found uuid[];
     _corrected boolean := true;
     _debouncing boolean := false;
@@ -88,33 +87,24 @@ BEGIN
                 _corrected := true;
                 CONTINUE;
             END IF;
-            -- The key's free slots as fair_queue_heads counts them: its head is promoted in
-            -- the first round when at least one is free and it fits under its own key limit.
+            -- The key's free slots as mantle_fair_queue counts them: its head is promoted in
+            -- the first round when its key has a free slot under the head's own key limit, and
+            -- its rate window (per key) room for one.
             _stored := _stored_key_limits AND EXISTS (SELECT 1 FROM executions_execution e
                 WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _turn.concurrency_key
                   AND e.status = 'queued' AND e.key_limit IS NOT NULL);
-            IF _per_key = 0 AND NOT _stored THEN
-                _holders := 0;
-            ELSE
-                SELECT count(*) INTO _holders FROM executions_execution e
-                 WHERE e.workflow_id = _workflow_id
-                   AND e.concurrency_key = _turn.concurrency_key
-                   AND e.status IN {slot_holding};
-            END IF;
+            SELECT r.free INTO _free
+              FROM mantle_key_room(_workflow_id, _turn.concurrency_key,
+                                   coalesce(CASE WHEN _stored THEN _head.key_limit END,
+                                            _per_key)) r;
             _bound := _limit;
             IF _rate_per_key THEN
-                SELECT least(_bound, _rate_max - count(*)) INTO _bound
-                  FROM executions_execution e
-                 WHERE e.workflow_id = _workflow_id
-                   AND e.concurrency_key = _turn.concurrency_key
-                   AND e.pending_at > statement_timestamp() - make_interval(secs => _rate_period);
+                _bound := least(_bound, (SELECT r.room
+                                           FROM mantle_rate_room(_workflow_id,
+                                                                 _turn.concurrency_key,
+                                                                 statement_timestamp()) r));
             END IF;
-            IF _per_key > 0 AND NOT _stored THEN
-                _bound := least(_bound, _per_key - _holders);
-            END IF;
-            _key_limit := coalesce(CASE WHEN _stored_key_limits THEN _head.key_limit END,
-                                   _per_key);
-            IF _bound >= 1 AND (_key_limit = 0 OR _holders + 1 <= _key_limit) THEN
+            IF _bound >= 1 AND (_free IS NULL OR _free >= 1) THEN
                 _found := _found || _head.id;
                 EXIT WHEN cardinality(_found) >= _limit;
             END IF;
@@ -127,6 +117,7 @@ BEGIN
                       ORDER BY f.rank;
         RETURN;
     END IF;
-    RETURN QUERY {fair_queue_heads};
+    RETURN QUERY SELECT * FROM mantle_fair_queue(_workflow_id, _per_key, _stored_key_limits,
+                                                 _limit, _rate_per_key);
 END
 $fair$

@@ -31,30 +31,30 @@ def sampler() -> Iterator[Callable[[int], Sampler]]:
 def without_locks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The bug the race tests must catch: admission and promotion without advisory locks.
 
-    Admission's locks are statements of mantle_admit: the installed function is replaced by its
-    own source (pg_get_functiondef, so the variant cannot drift) without them, and with a sleep
-    between the count and the insert to widen the race window."""
+    Their locks are statements of mantle_admit and mantle_promote: each installed function is
+    replaced by its own source (pg_get_functiondef, so the variant cannot drift) without them,
+    and with a sleep between its reads and its writes to widen the race window. The services
+    that lock from Python (a pause, a limit's change) lose theirs too."""
     monkeypatch.setattr(locks, "lock_team", lambda team_id: None)
     monkeypatch.setattr(locks, "lock_named_limits", lambda limit_ids: None)
     monkeypatch.setattr(locks, "lock_workflows", lambda workflow_ids: None)
+    originals = []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_functiondef('mantle_admit'::regproc)")
-        original = cursor.fetchone()[0]
-        unlocked = original
-        for statement in sql.LOCKS_IN_FUNCTION.values():
-            assert unlocked.count(statement) == 1
-            unlocked = unlocked.replace(statement, "PERFORM 1")
-        unlocked = unlocked.replace(
-            "_created_at := clock_timestamp();",
-            "PERFORM pg_sleep(0.005); _created_at := clock_timestamp();",
-        )
-        assert unlocked.count("pg_sleep") == 1
-        cursor.execute(unlocked)
+        for function, (count, write) in sql.LOCKS_IN_FUNCTION.items():
+            cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [function])
+            original = cursor.fetchone()[0]
+            unlocked, found = sql.LOCK_STATEMENT.subn("PERFORM 1;", original)
+            assert found == count, (function, found)
+            assert unlocked.count(write) == 1, (function, write)
+            unlocked = unlocked.replace(write, f"PERFORM pg_sleep(0.005);\n{write}")
+            cursor.execute(unlocked)
+            originals.append(original)
     try:
         yield
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(original)
+            for original in originals:
+                cursor.execute(original)
 
 
 @pytest.fixture

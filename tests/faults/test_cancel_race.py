@@ -12,13 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 
 from executions.models import SLOT_HOLDING, Execution, Status
-from executions.services import promotion
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_cancel, execution_finish, execution_start
-from executions.sql import queries
 from teams.models import Team
 from tests.concurrency.harness import Sampler
 from workflows.models import WorkflowDefinition
@@ -145,19 +143,25 @@ def test_cancel_racing_promotion_500_times_never_leaves_a_cancelled_execution_ru
 
 
 def test_without_the_conditional_promotion_the_race_promotes_cancelled_executions(
-    team: Team, make_workflow: Callable[..., WorkflowDefinition], monkeypatch: pytest.MonkeyPatch
+    team: Team, make_workflow: Callable[..., WorkflowDefinition]
 ) -> None:
     """Proof that the race catches the bug: promotion that updates the rows it chose without
     re-checking `status = 'queued'` promotes executions cancelled after it read the queue."""
-    promote = queries["promote"].replace("AND status = 'queued'", "")
-    monkeypatch.setitem(queries, "promote", promote)
-    fair_heads = promotion._fair_heads
-
-    def slow_fair_heads(*args: object) -> list:  # widens the window between read and update
-        chosen = fair_heads(*args)
-        time.sleep(JITTER)
-        return chosen
-
-    monkeypatch.setattr(promotion, "_fair_heads", slow_fair_heads)
-    result = race(team, make_workflow, 40)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef('mantle_promote'::regproc)")
+        original = cursor.fetchone()[0]
+    conditional = "WHERE id = ANY(_chosen) AND status = 'queued'"
+    update = "    WITH promoted AS ("
+    assert original.count(conditional) == 1 and original.count(update) == 1
+    # Widens the window between the read of the queue and the update.
+    mutant = original.replace(conditional, "WHERE id = ANY(_chosen)").replace(
+        update, f"    PERFORM pg_sleep({JITTER});\n{update}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(mutant)
+    try:
+        result = race(team, make_workflow, 40)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(original)
     assert result.violations, result.outcomes

@@ -43,7 +43,6 @@ from executions.services.admission import (
 )
 from executions.services.lifecycle import execution_cancel, execution_finish
 from executions.services.named_limits import NamedLimitInUse, named_limit_delete
-from executions.sql import queries
 from teams.models import NamedLimit
 from teams.services import named_limit_set, team_create, team_set_limit
 from teams.signals import loosens
@@ -800,27 +799,32 @@ class LimitsModelAgainstAMutant(LimitsModel):
         self.promote()
 
 
-ADMISSION = "mantle_admit"  # the installed function, not a statement of promotion
+ADMISSION = "mantle_admit"  # the installed functions
+PROMOTION = "mantle_promote"
 
-# A limit's check taken out, each: the check of the model that must catch it, and (promotion's
-# statement or the admission function, what, replaced by).
+# A limit's check taken out, each: the check of the model that must catch it, and (the
+# function, what, replaced by).
 MUTANTS = {
     # Promotion reads every named limit as unlimited.
     "promotion: named limit": (
         "the_named_limits_hold_across_their_workflows",
-        ("named_limits_state", "SELECT l.id, l.max,", "SELECT l.id, 0,"),
+        (PROMOTION, "ELSE r.free END ORDER BY o.n", "ELSE NULL END ORDER BY o.n"),
     ),
     # Promotion reads a workflow's window as empty.
     "promotion: rate": (
         "at_most_the_rate_became_pending_in_any_window",
-        ("promotion_state", "LIMIT v.rate_max) AS in_window)", "LIMIT 0) AS in_window)"),
+        (
+            PROMOTION,
+            "(SELECT rr.room FROM mantle_rate_room(w.id, NULL, statement_timestamp()) rr)",
+            "NULL::bigint",
+        ),
     ),
     # Admission never finds a named limit full.
     "admission: named limit": (
         "admit_one",
         (
             ADMISSION,
-            "IF _limit_has_queue OR (_limit_max > 0 AND _limit_holders >= _limit_max) THEN",
+            "IF _limit_has_queue OR _limit_free = 0 THEN",
             "IF false THEN",
         ),
     ),
@@ -833,11 +837,11 @@ MUTANTS = {
 
 
 @contextlib.contextmanager
-def admission_mutated(what: str, replacement: str) -> Iterator[None]:
-    """mantle_admit as installed, with `what` replaced (its own source, pg_get_functiondef, so
-    the mutant cannot drift from it); the original installed again afterwards."""
+def function_mutated(function: str, what: str, replacement: str) -> Iterator[None]:
+    """The installed function, with `what` replaced (its own source, pg_get_functiondef, so the
+    mutant cannot drift from it); the original installed again afterwards."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_functiondef('mantle_admit'::regproc)")
+        cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [function])
         original = cursor.fetchone()[0]
         assert original.count(what) == 1
         cursor.execute(original.replace(what, replacement))
@@ -865,15 +869,11 @@ def test_limits_hold_in_random_interleavings(mantle_config):
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 @pytest.mark.django_db(transaction=True)
-def test_the_model_catches_a_limit_ignored(mantle_config, monkeypatch, mutant):
+def test_the_model_catches_a_limit_ignored(mantle_config, mutant):
     mantle_config("engine", max_concurrent_executions_per_team=0)
     catcher, (where, what, replacement) = MUTANTS[mutant]
     with contextlib.ExitStack() as stack:
-        if where == ADMISSION:
-            stack.enter_context(admission_mutated(what, replacement))
-        else:
-            assert queries[where].count(what) == 1
-            monkeypatch.setitem(queries, where, queries[where].replace(what, replacement))
+        stack.enter_context(function_mutated(where, what, replacement))
         with pytest.raises(AssertionError) as caught:
             run_state_machine_as_test(
                 LimitsModelAgainstAMutant,

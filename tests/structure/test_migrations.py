@@ -21,7 +21,10 @@ _INSTALLED = """
 SELECT p.proname, p.prosrc FROM pg_proc p
  WHERE p.proname IN ('mantle_admit', 'mantle_claim_limited', 'mantle_fair_heads',
                      'mantle_queued_turn', 'mantle_promotion_owed', 'mantle_notify_work',
-                     'mantle_step_team')
+                     'mantle_step_team', 'mantle_promote', 'mantle_fair_queue',
+                     'mantle_team_room', 'mantle_workflow_room', 'mantle_limit_room',
+                     'mantle_key_room', 'mantle_rate_room', 'mantle_holding_keys',
+                     'mantle_oldest_key_holder')
 """
 _TRIGGERS = """
 SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE NOT t.tgisinternal
@@ -50,6 +53,20 @@ def test_the_database_runs_the_functions_and_triggers_the_files_say():
         "mantle_promotion_owed": sql.PROMOTION_OWED_FUNCTION,
         "mantle_notify_work": sql.TRIGGERS.split("FUNCTION mantle_notify_work()")[1],
         "mantle_step_team": sql.TRIGGERS.split("FUNCTION mantle_step_team()")[1],
+        "mantle_promote": sql.PROMOTE_FUNCTION,
+        "mantle_fair_queue": sql.FAIR_QUEUE_FUNCTION,
+        **{
+            room: sql.ROOM_FUNCTIONS.split(f"FUNCTION {room}(")[1]
+            for room in (
+                "mantle_team_room",
+                "mantle_workflow_room",
+                "mantle_limit_room",
+                "mantle_key_room",
+                "mantle_rate_room",
+                "mantle_holding_keys",
+                "mantle_oldest_key_holder",
+            )
+        },
     }
     for name, text in files.items():
         assert installed.get(name) == _body(text), (

@@ -81,7 +81,7 @@ def test_every_status_list_the_sql_writes_is_one_the_models_name():
                 unnamed.append(f"{path.name}:{line}: {match.group(0)}")
     assert not unnamed, (
         f"execution status lists that are none of the models' sets: {unnamed}. Write the "
-        f"statuses of one of {sorted(NAMED_STATUSES)} (executions/models.py), all of them"
+        f"statuses of one of {sorted(NAMED_STATUSES)} (executions/models/execution.py), all of them"
     )
 
 

@@ -1,0 +1,364 @@
+-- mantle_promote: one team's promotion, queued -> pending, as far as its free team, named
+-- limit, workflow and key slots and its rate windows allow; then what still blocks each of its
+-- queued executions (blocked_by). Called by services/promotion.py after every terminal commit,
+-- when a limit is raised, from the engine clock, from a resume and from the backup poller.
+-- Installed from this file (docs/architecture.md, The data room).
+--
+-- The room of every limit is read from mantle_room.sql, as admission reads it: the rules are
+-- written once (docs/architecture.md, Where the rules live). Within a workflow its keys
+-- round-robin (mantle_fair_heads.sql); across the team's workflows the higher priority, then
+-- the older, first; each execution takes a free slot of every named limit it holds (one that
+-- finds one full is passed over: one of another workflow may still fit). A paused team, workflow
+-- or named limit has no free slot (docs/operations.md, Pausing during an incident).
+--
+-- Locks, as admission takes them (docs/architecture.md, Lock order): the team's (with
+-- lock_timeout), then the named limits its queue holds in name order, then its queued workflows
+-- in id order; a workflow's lock covers its keys (admission takes a key's after its
+-- workflow's). Every state below is read after them: each statement of a VOLATILE function
+-- takes a fresh snapshot in READ COMMITTED, so it sees every commit made before they were
+-- granted, and slot holders can only leave until this transaction ends. No execution joins the
+-- queue meanwhile (admission takes the team's lock first); one may leave it (a cancel), which
+-- the promote statement checks again (status = 'queued').
+
+CREATE OR REPLACE FUNCTION mantle_promote(
+    _team_id bigint, _default_team_limit int, _team_namespace int, _limit_namespace int,
+    _workflow_namespace int, _lock_timeout text)
+RETURNS TABLE(id uuid, workflow_id bigint, workflow_name text, team_slug text,
+              waited interval)
+LANGUAGE plpgsql VOLATILE
+AS $promote$
+#variable_conflict use_column
+DECLARE
+    _workflow_ids bigint[];
+    -- Beside _workflow_ids: how many distinct sets of named limits its queue holds.
+    _workflow_sets int[];
+    _limit_ids bigint[];
+    -- Beside _limit_ids: each one's free slots (NULL: unlimited), taken as executions are chosen.
+    _limit_free bigint[];
+    _lock_id bigint;
+    _slot int;
+    _team_free bigint;
+    _team_paused boolean;
+    _team_slug text;
+    _flow record;
+    _room bigint;
+    _take bigint;
+    _head record;
+    _max_priority int;
+    _max_created_at timestamptz;
+    _max_id uuid;
+    -- The candidates of every workflow, each in its fair order, with the largest merge key
+    -- (lower priority, then younger, then its id) of its workflow's order up to it.
+    _candidates uuid[] := '{}';
+    _merge_priorities int[] := '{}';
+    _merge_created_at timestamptz[] := '{}';
+    _merge_ids uuid[] := '{}';
+    _candidate record;
+    _fits boolean;
+    _chosen uuid[] := '{}';
+    _promoted uuid[];
+    _team_full boolean;
+    _relabel_all boolean := false;
+BEGIN
+    PERFORM pg_advisory_xact_lock(_team_namespace, _team_id::int)
+       FROM (SELECT set_config('lock_timeout', _lock_timeout, true)) AS bounded;
+    -- Its workflows with a queue (one probe of execution_key_queue each), each with how many
+    -- distinct sets of named limits its queued executions hold (one set unless its `limits`
+    -- changed while some were queued; the sets held are read from execution_queued_limits,
+    -- which indexes only the queued executions that hold one, so a queue that holds none
+    -- costs a probe).
+    SELECT array_agg(w.id ORDER BY w.id),
+           array_agg(s.sets + (s.sets = 0
+                               OR (SELECT true FROM executions_execution q
+                                    WHERE q.workflow_id = w.id AND q.status = 'queued'
+                                      AND q.named_limits = '{}'
+                                    ORDER BY q.concurrency_key LIMIT 1) IS NOT NULL)::int
+                     ORDER BY w.id)
+      INTO _workflow_ids, _workflow_sets
+      FROM workflows_workflowdefinition w
+     -- (In execution_key_queue's order: a probe of it, whatever the planner guesses of how
+     -- many rows are queued.)
+     CROSS JOIN LATERAL (SELECT 1 FROM executions_execution q
+                          WHERE q.workflow_id = w.id AND q.status = 'queued'
+                          ORDER BY q.concurrency_key LIMIT 1) AS queued
+     CROSS JOIN LATERAL (SELECT count(DISTINCT q.named_limits) AS sets
+                           FROM executions_execution q
+                          WHERE q.workflow_id = w.id AND q.status = 'queued'
+                            AND q.named_limits <> '{}') s
+     WHERE w.team_id = _team_id;
+    IF _workflow_ids IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(l.id ORDER BY l.name), '{}') INTO _limit_ids
+      FROM teams_namedlimit l
+     WHERE l.id IN (SELECT unnest(q.named_limits) FROM executions_execution q
+                     WHERE q.workflow_id = ANY(_workflow_ids) AND q.status = 'queued'
+                       AND q.named_limits <> '{}');
+    FOREACH _lock_id IN ARRAY _limit_ids LOOP
+        PERFORM pg_advisory_xact_lock(_limit_namespace, _lock_id::int);
+    END LOOP;
+    FOREACH _lock_id IN ARRAY _workflow_ids LOOP
+        PERFORM pg_advisory_xact_lock(_workflow_namespace, _lock_id::int);
+    END LOOP;
+
+    SELECT coalesce(array_agg(CASE WHEN r.paused THEN 0 ELSE r.free END ORDER BY o.n), '{}')
+      INTO _limit_free
+      FROM unnest(_limit_ids) WITH ORDINALITY AS o(limit_id, n)
+     CROSS JOIN LATERAL mantle_limit_room(o.limit_id) r;
+    SELECT r.free, r.paused, t.slug INTO _team_free, _team_paused, _team_slug
+      FROM teams_team t CROSS JOIN LATERAL mantle_team_room(t.id, _default_team_limit) r
+     WHERE t.id = _team_id;
+
+    FOR _flow IN
+        SELECT w.id, v.max_parallel_per_key AS per_key,
+               v.rate_max > 0 AND v.rate_per_key AS rate_per_key,
+               CASE WHEN r.paused OR _team_paused THEN 0 ELSE r.free END AS free,
+               -- A rate not per key bounds the workflow by the room in its window.
+               (SELECT rr.room FROM mantle_rate_room(w.id, NULL, statement_timestamp()) rr)
+                 AS rate_room,
+               r.paused OR v.rate_max > 0 AS timed_or_paused, f.sets,
+               -- Its one set when it has one (NULL: none held).
+               (SELECT min(q.named_limits) FROM executions_execution q
+                 WHERE q.workflow_id = w.id AND q.status = 'queued'
+                   AND q.named_limits <> '{}') AS held
+          FROM unnest(_workflow_ids, _workflow_sets) AS f(workflow_id, sets)
+          JOIN workflows_workflowdefinition w ON w.id = f.workflow_id
+          JOIN workflows_workflowversion v ON v.id = w.current_version_id
+         CROSS JOIN LATERAL mantle_workflow_room(w.id) r
+         ORDER BY w.id
+    LOOP
+        -- How many of its queue in fair order can matter: when its queued executions all hold
+        -- the same named limits, the smallest free of them. Exact, not a guess: below, one is
+        -- passed over only when one of its limits has no free slot left, and free slots only
+        -- fall, so with one set what is taken of a workflow is a prefix of its order no longer
+        -- than that; with different sets, one passed over for a limit the next does not hold
+        -- does not stop the next, so no prefix is enough.
+        _relabel_all := _relabel_all OR _flow.timed_or_paused;
+        _room := NULL;
+        IF _flow.sets = 1 THEN
+            SELECT min(_limit_free[array_position(_limit_ids, h.limit_id)]) INTO _room
+              FROM unnest(_flow.held) AS h(limit_id);
+        END IF;
+        -- least() ignores NULL (unlimited); all NULL: no bound.
+        _take := least(_flow.free, _flow.rate_room, _team_free, _room);
+        CONTINUE WHEN _take <= 0;
+        _max_priority := NULL;
+        FOR _head IN SELECT h.head, h.head_priority, h.head_created_at
+                       FROM mantle_fair_heads(_flow.id, _flow.per_key, true, _take::int,
+                                              _flow.rate_per_key) h
+                      ORDER BY h.head_rank
+        LOOP
+            IF _max_priority IS NULL
+               OR (-_head.head_priority, _head.head_created_at, _head.head)
+                  > (_max_priority, _max_created_at, _max_id) THEN
+                _max_priority := -_head.head_priority;
+                _max_created_at := _head.head_created_at;
+                _max_id := _head.head;
+            END IF;
+            _candidates := _candidates || _head.head;
+            _merge_priorities := _merge_priorities || _max_priority;
+            _merge_created_at := _merge_created_at || _max_created_at;
+            _merge_ids := _merge_ids || _max_id;
+        END LOOP;
+    END LOOP;
+
+    -- The workflows' orders merged as a merge of sorted lists takes them: repeatedly the
+    -- smallest head (higher priority, then older, then id) of any workflow, each keeping its
+    -- fair order. That is the order of the largest merge key so far within each workflow (a
+    -- workflow's candidates after its largest key so far follow it at once: every other
+    -- workflow's head is larger), its fair order among equals. At most the team's free slots.
+    FOR _candidate IN
+        SELECT c.id, e.named_limits
+          FROM unnest(_candidates, _merge_priorities, _merge_created_at, _merge_ids)
+               WITH ORDINALITY AS c(id, merge_priority, merge_created_at, merge_id, n)
+          JOIN executions_execution e ON e.id = c.id
+         ORDER BY c.merge_priority, c.merge_created_at, c.merge_id, c.n
+    LOOP
+        EXIT WHEN cardinality(_chosen) >= _team_free;
+        _fits := true;
+        FOREACH _lock_id IN ARRAY _candidate.named_limits LOOP
+            _slot := array_position(_limit_ids, _lock_id);
+            IF _limit_free[_slot] <= 0 THEN
+                _fits := false;
+            END IF;
+        END LOOP;
+        CONTINUE WHEN NOT _fits;
+        FOREACH _lock_id IN ARRAY _candidate.named_limits LOOP
+            _slot := array_position(_limit_ids, _lock_id);
+            IF _slot IS NOT NULL THEN
+                _limit_free[_slot] := _limit_free[_slot] - 1;
+            END IF;
+        END LOOP;
+        _chosen := _chosen || _candidate.id;
+    END LOOP;
+
+    -- The chosen ones become pending; their keys' turns (mantle_fair_heads.sql) move to this
+    -- promotion, in the same statement: the same statement_timestamp() as their promoted_at.
+    WITH promoted AS (
+        UPDATE executions_execution
+           SET status = 'pending', promoted_at = statement_timestamp(),
+               pending_at = statement_timestamp(), blocked_by = NULL, blocked_by_limit = NULL
+         WHERE id = ANY(_chosen) AND status = 'queued'
+        RETURNING id, workflow_id, concurrency_key
+    ), turns AS (
+        UPDATE executions_keyturn t SET last_promoted_at = statement_timestamp()
+          FROM (SELECT DISTINCT p.workflow_id, p.concurrency_key FROM promoted p) p
+         WHERE t.workflow_id = p.workflow_id AND t.concurrency_key = p.concurrency_key
+    )
+    SELECT coalesce(array_agg(p.id), '{}') INTO _promoted FROM promoted p;
+    _team_full := coalesce(_team_free - cardinality(_promoted) <= 0, false);
+
+    -- What blocks the executions still queued, relabelled at a cost proportional to what can
+    -- have changed (docs/performance.md, Keys at scale) when every label the full relabel
+    -- below would write is 'key' or 'workflow': the team is not full nor paused, no queued
+    -- workflow is paused or has a rate, its queue holds no named limit, and none of it is
+    -- labelled otherwise (a debounce, a pause, ...; execution_queue_labelled). Each then is
+    -- 'key' exactly when its key holds all its slots, which takes a slot holder of its key:
+    -- only the queued executions labelled 'key' now, and those of the keys holding a slot, can
+    -- change; every other one is labelled 'workflow' and stays so. The same labels as the full
+    -- relabel, from the same reads.
+    _relabel_all := _relabel_all OR _team_full OR _team_paused OR _limit_ids <> '{}'
+        OR EXISTS (SELECT 1 FROM executions_execution q
+                    WHERE q.team_id = _team_id AND q.status = 'queued'
+                      AND q.blocked_by IN ('team', 'limit', 'rate', 'debounce', 'paused'));
+    IF NOT _relabel_all THEN
+        WITH candidates AS MATERIALIZED (
+            SELECT q.id, q.workflow_id, q.concurrency_key, q.key_limit, q.blocked_by
+              FROM executions_execution q
+             WHERE q.team_id = _team_id AND q.status = 'queued' AND q.blocked_by = 'key'
+            UNION
+            SELECT q.id, q.workflow_id, q.concurrency_key, q.key_limit, q.blocked_by
+              FROM mantle_holding_keys(_team_id) h
+              JOIN workflows_workflowdefinition w ON w.id = h.workflow_id
+              JOIN workflows_workflowversion v ON v.id = w.current_version_id
+             CROSS JOIN LATERAL (
+                    -- Its queue when its workflow counts a key limit; else those of it that
+                    -- stored their own (execution_key_limit_queued).
+                    SELECT q.* FROM executions_execution q
+                     WHERE v.max_parallel_per_key > 0
+                       AND q.workflow_id = h.workflow_id
+                       AND q.concurrency_key = h.concurrency_key AND q.status = 'queued'
+                    UNION ALL
+                    SELECT q.* FROM executions_execution q
+                     WHERE v.max_parallel_per_key = 0
+                       AND q.workflow_id = h.workflow_id
+                       AND q.concurrency_key = h.concurrency_key AND q.status = 'queued'
+                       AND q.key_limit IS NOT NULL) q
+             WHERE w.team_id = _team_id
+        ), limited AS (
+            SELECT c.id, c.blocked_by, c.workflow_id, c.concurrency_key,
+                   coalesce(c.key_limit, v.max_parallel_per_key) AS key_limit
+              FROM candidates c
+              JOIN workflows_workflowdefinition w ON w.id = c.workflow_id
+              JOIN workflows_workflowversion v ON v.id = w.current_version_id
+        ), full_keys AS MATERIALIZED (
+            SELECT k.workflow_id, k.concurrency_key, k.key_limit
+              FROM (SELECT DISTINCT l.workflow_id, l.concurrency_key, l.key_limit
+                      FROM limited l) k
+             CROSS JOIN LATERAL mantle_key_room(k.workflow_id, k.concurrency_key,
+                                                k.key_limit) r
+             WHERE r.free = 0
+        )
+        UPDATE executions_execution e
+           SET blocked_by = CASE WHEN f.workflow_id IS NULL THEN 'workflow' ELSE 'key' END
+          FROM limited l
+          LEFT JOIN full_keys f
+            ON f.workflow_id = l.workflow_id AND f.concurrency_key = l.concurrency_key
+           AND f.key_limit = l.key_limit
+         WHERE e.id = l.id
+           AND l.blocked_by IS DISTINCT FROM
+               CASE WHEN f.workflow_id IS NULL THEN 'workflow' ELSE 'key' END;
+    ELSE
+        -- Else, what blocks each execution still queued: its debounce while it lasts; else a
+        -- pause (its
+        -- team's or workflow's, or its first paused named limit by name: blocked_by_limit);
+        -- (not_before cleared once it has passed: by now(), the transaction's time, as
+        -- mantle_fair_heads judged it, so none is cleared that was not yet due when the heads were
+        -- chosen); else the team when it is full; else the first (by name) of their named limits
+        -- that is full; else their key when it holds all its slots (the queued one's stored
+        -- key_limit, else max_parallel_per_key of its workflow's current version); else their rate
+        -- window when it is full; else their workflow.
+        -- The sets are MATERIALIZED: inlined, the planner (which guesses one queued row for a team)
+        -- re-ran them for every queued row, O(queue²): 420 ms with 1,000 queued, 17 ms once each.
+        WITH full_limits AS MATERIALIZED (
+            SELECT l.id, l.name
+              FROM teams_namedlimit l CROSS JOIN LATERAL mantle_limit_room(l.id) r
+             WHERE l.team_id = _team_id AND r.free = 0
+        ), full_rates AS MATERIALIZED (
+            -- The (workflow, key) pairs of the queue whose rate window is full (the workflow's
+            -- window when its rate is not per key).
+            SELECT k.workflow_id, k.concurrency_key
+              FROM (SELECT DISTINCT q.workflow_id, q.concurrency_key FROM executions_execution q
+                     WHERE q.team_id = _team_id AND q.status = 'queued') k
+             CROSS JOIN LATERAL mantle_rate_room(k.workflow_id, k.concurrency_key,
+                                                 statement_timestamp()) r
+             WHERE r.room = 0
+        ), full_keys AS MATERIALIZED (
+            -- The keys of the queue that hold all their slots, under each key limit a queued
+            -- execution of theirs is judged by (its stored key_limit, else max_parallel_per_key of
+            -- its workflow's current version).
+            SELECT k.workflow_id, k.concurrency_key, k.key_limit
+              FROM (SELECT DISTINCT q.workflow_id, q.concurrency_key,
+                           coalesce(q.key_limit, v.max_parallel_per_key) AS key_limit
+                      FROM executions_execution q
+                      JOIN workflows_workflowdefinition w ON w.id = q.workflow_id
+                      JOIN workflows_workflowversion v ON v.id = w.current_version_id
+                     WHERE q.team_id = _team_id AND q.status = 'queued') k
+             CROSS JOIN LATERAL mantle_key_room(k.workflow_id, k.concurrency_key, k.key_limit) r
+             WHERE r.free = 0
+        ), paused AS MATERIALIZED (
+            SELECT w.id AS workflow_id, v.max_parallel_per_key AS per_key,
+                   w.paused_at IS NOT NULL OR t.paused_at IS NOT NULL AS paused,
+                   (SELECT coalesce(array_agg(l.id ORDER BY l.name), '{}') FROM teams_namedlimit l
+                     WHERE l.team_id = t.id AND l.paused_at IS NOT NULL) AS limit_ids
+              FROM workflows_workflowdefinition w
+              JOIN workflows_workflowversion v ON v.id = w.current_version_id
+              JOIN teams_team t ON t.id = w.team_id
+             WHERE t.id = _team_id
+        ), labels AS (
+            SELECT q.id,
+                   CASE WHEN q.not_before > now() THEN 'debounce'
+                        WHEN p.paused OR pl.name IS NOT NULL THEN 'paused'
+                        WHEN _team_full THEN 'team'
+                        WHEN l.name IS NOT NULL THEN 'limit'
+                        WHEN f.workflow_id IS NOT NULL THEN 'key'
+                        WHEN r.workflow_id IS NOT NULL THEN 'rate'
+                        ELSE 'workflow' END AS blocked_by,
+                   CASE WHEN q.not_before > now() OR p.paused THEN NULL
+                        WHEN pl.name IS NOT NULL THEN pl.name
+                        WHEN NOT _team_full THEN l.name END AS blocked_by_limit,
+                   CASE WHEN q.not_before > now() THEN q.not_before END AS not_before
+              FROM executions_execution q
+              JOIN paused p ON p.workflow_id = q.workflow_id
+              LEFT JOIN LATERAL (SELECT n.name FROM teams_namedlimit n
+                                  WHERE n.id = ANY(q.named_limits) AND n.id = ANY(p.limit_ids)
+                                  ORDER BY n.name LIMIT 1) pl ON true
+              LEFT JOIN full_keys f
+                ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
+               AND f.key_limit = coalesce(q.key_limit, p.per_key)
+              LEFT JOIN full_rates r
+                ON r.workflow_id = q.workflow_id AND r.concurrency_key = q.concurrency_key
+              LEFT JOIN LATERAL (SELECT fl.name FROM full_limits fl
+                                  WHERE fl.id = ANY(q.named_limits)
+                                  ORDER BY fl.name LIMIT 1) l ON true
+             WHERE q.team_id = _team_id AND q.status = 'queued'
+        )
+        UPDATE executions_execution e
+           SET blocked_by = labels.blocked_by, blocked_by_limit = labels.blocked_by_limit,
+               not_before = labels.not_before
+          FROM labels
+         WHERE e.id = labels.id
+           AND (e.blocked_by IS DISTINCT FROM labels.blocked_by
+                OR e.blocked_by_limit IS DISTINCT FROM labels.blocked_by_limit
+                OR e.not_before IS DISTINCT FROM labels.not_before);
+    END IF;
+
+    RETURN QUERY
+        SELECT e.id, e.workflow_id, w.name::text, _team_slug::text, e.promoted_at - e.queued_at
+          FROM unnest(_promoted) AS p(id)
+          JOIN executions_execution e ON e.id = p.id
+          JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
+          JOIN unnest(_chosen) WITH ORDINALITY AS c(id, n) ON c.id = p.id
+         ORDER BY c.n;
+END
+$promote$
