@@ -13,7 +13,6 @@ promotion (which never touch finished rows) never wait on it.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +24,6 @@ from django.utils import timezone
 from executions import metrics
 from executions.models import Status
 from executions.sql import queries
-from executions.sql.rows import rows_as
 from workflows.models import WorkflowDefinition
 
 BATCH = 1000
@@ -63,14 +61,6 @@ def prune(*, dry_run: bool = False, now: datetime | None = None) -> Counter[str]
     return pruned
 
 
-@dataclass(frozen=True)
-class _Expired:
-    """What expired_count counts."""
-
-    executions: int
-    steps: int
-
-
 def _expired(
     workflow_id: int, statuses: list[str], cutoff: datetime, *, dry_run: bool
 ) -> Counter[str]:
@@ -83,8 +73,8 @@ def _expired(
     with connection.cursor() as cursor:
         if dry_run:
             cursor.execute(queries["expired_count"], params)
-            [expired] = rows_as(cursor, _Expired)
-            return Counter({"executions": expired.executions, "steps": expired.steps})
+            executions, steps = cursor.fetchone()
+            return Counter({"executions": executions, "steps": steps})
         return Counter(
             {
                 "steps": _in_batches(cursor, queries["expired_steps_delete"], params),

@@ -27,9 +27,9 @@ DELETE FROM executions_execution WHERE id IN (
 
 -- name: expired_count
 -- What expired_steps_delete and expired_executions_delete would delete, in all.
-SELECT count(*) AS executions,
+SELECT count(*),
        coalesce(sum((SELECT count(*) FROM executions_stepexecution s
-                      WHERE s.execution_id = e.id)), 0) AS steps
+                      WHERE s.execution_id = e.id)), 0)
   FROM executions_execution e
  WHERE e.workflow_id = %(workflow_id)s AND e.status = ANY(%(statuses)s)
    AND e.completed_at < %(cutoff)s
