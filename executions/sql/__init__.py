@@ -2,10 +2,11 @@
 beside this module (procrastinate's queries.sql style), loaded once at import.
 
 A block starts with `-- name: <name>`; the comment lines right after it document it; its
-parameters are `%(param)s`. Inside a block, `{name}` is another block or a fragment below, and
-`{name:q}` is the block `name` with each `%(param)s` read from the column `q.param` of the row q
-(one query, many rows). mantle_admit.sql is the source of the admission function: there `{name}`
-is the block `name` with each `%(param)s` read from the function's variable `_param`.
+parameters are `%(param)s`; it is whole SQL, run as written (docs/architecture.md, The data
+room). Only admission's and promotion's files still include: there `{name}` is another block
+or a fragment below, and `{name:q}` the block `name` with each `%(param)s` read from the column
+`q.param` of the row q; in mantle_admit.sql, `{name}` is the block `name` with each `%(param)s`
+read from the function's variable `_param`.
 tests/structure checks that every block is used and every name used exists.
 """
 
