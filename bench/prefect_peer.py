@@ -8,8 +8,9 @@ waits on the one before it (`wait_for`), as Prefect's docs submit dependent task
 one line, `RESULT <json>`: the chains asked for, those finished within `deadline` seconds of
 the first submission and those failed, the time from the first submission to the last
 chain's end (or to the deadline), and each limited task's interval (its slot granted, its
-slot released), read in this process. Past the deadline it exits without waiting for the
-rest (the harness then stops the server and drops its database).
+release called), read in this process: within the time the server counts the slot held. Past
+the deadline it exits without waiting for the rest (the harness then stops the server and drops
+its database).
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ def work(limit: str, seconds: float) -> None:
         with concurrency(limit, occupy=1):
             granted = time.time()
             time.sleep(seconds)
-        released = time.time()
+            # Read before the release, not after it returns: the server frees the slot during
+            # the call, so a waiter may be granted it before the call returns here, and intervals
+            # ending after the release overlapped beyond the limit in a loaded run.
+            releasing = time.time()
     except BaseException as error:
         _failure(error)
         raise
     with _lock:
-        _intervals.append((granted, released))
+        _intervals.append((granted, releasing))
 
 
 @task

@@ -145,8 +145,9 @@ def run(results: Report) -> None:
         " default ThreadPoolTaskRunner submitting each execution as three dependent tasks, the"
         " middle one inside `concurrency(name, occupy=1)`), run right after Mantle's step-scope"
         f" run, {PEER_EXECUTIONS} executions cut at {PEER_DEADLINE:g} s ({peer_seconds:.0f} s"
-        " with its server's start and stop); its hand-off is from a task's slot released (the"
-        " release call returned) to the next task's slot granted, both read in its process"
+        " with its server's start and stop); its hand-off is from a task's release called (its"
+        " work in the slot done) to the next task's slot granted, both read in its process, as"
+        " Mantle's is from a step's end statement to the next claim, each side's release included"
     )
 
 
@@ -176,7 +177,7 @@ def _add_peer_rows(
     results.add(
         Row(
             "10",
-            "hand-off p99 beside Prefect's (its slot released → the next slot granted)",
+            "hand-off p99 beside Prefect's (its release called → the next slot granted)",
             f"{ours:.1f} ms",
             f"Prefect p99 {their_p99:.0f} ms, p50 {percentile(peer.handoffs_ms, 50):.0f} ms",
             f"{ours / their_p99:.3f}" if their_p99 else "",

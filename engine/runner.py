@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -30,6 +32,8 @@ from executions.models import Execution, StepExecution, StepStatus
 from executions.services import claims
 from workflows.expressions import ExpressionError, find_expressions, render
 from workflows.schema import StepSpec, WorkflowSpec
+
+logger = logging.getLogger(__name__)
 
 BACKOFF_BASE = 1.0  # seconds before the 2nd attempt; exponential doubles it each attempt
 BACKOFF_CAP = 60.0
@@ -175,6 +179,49 @@ def settle(settlements: list[Settlement]) -> set[int]:
     claimable after its backoff, holding no slot meanwhile), and advance their executions, all
     in one transaction. Returns the ids of the steps settled; the others were no longer their
     owner's."""
+    return _settle_and_advance(_settle_rows(settlements))
+
+
+def settle_freeing(settlements: list[Settlement]) -> tuple[set[int], set[uuid.UUID]]:
+    """`settle` for attempts holding step-scope limits, whose units the caller hands on: when
+    every attempt completed, they end in a statement of their own and their executions are
+    returned, for the caller to advance after its hand-off claim (docs/limits.md, Step scope);
+    otherwise as `settle` (nothing left to advance). Only a completed attempt may wait for its
+    advance: it never ends its execution while other steps are live, whereas a failed one may,
+    and that advance cancels the execution's waiting steps before a claim can take them. A
+    process lost between the end and the advance leaves the execution to the reaper's pass for
+    stalled executions (engine/reaper.py)."""
+    rows = _settle_rows(settlements)
+    if any(row.status != StepStatus.COMPLETED for row in rows):
+        return _settle_and_advance(rows), set()
+    ended = claims.attempts_settle(rows)
+    return set(ended), set(ended.values())
+
+
+def advance(execution_ids: set[uuid.UUID]) -> None:
+    """Advance the executions `settle_freeing` left (after the hand-off claim); one by one when
+    the batch fails, so that one execution's failure holds up no other (the reaper's pass for
+    stalled executions retries what still fails)."""
+    try:
+        orchestrator.advance_many(execution_ids)
+    except DatabaseError:
+        connection.close()
+        for execution_id in execution_ids:
+            try:
+                orchestrator.advance_many([execution_id])
+            except DatabaseError:
+                connection.close()
+                logger.exception("advancing execution %s failed; the reaper retries", execution_id)
+
+
+def _settle_and_advance(rows: list[claims.Settle]) -> set[int]:
+    with transaction.atomic():
+        settled = claims.attempts_settle(rows)
+        orchestrator.advance_many(set(settled.values()))
+    return set(settled)
+
+
+def _settle_rows(settlements: list[Settlement]) -> list[claims.Settle]:
     rows = []
     for settlement in settlements:
         outcome, output = _stored(settlement.outcome)
@@ -191,10 +238,7 @@ def settle(settlements: list[Settlement]) -> set[int]:
                 delay=delay,
             )
         )
-    with transaction.atomic():
-        settled = claims.attempts_settle(rows)
-        orchestrator.advance_many(set(settled.values()))
-    return set(settled)
+    return rows
 
 
 def _retry_delay(claim: dispatch.Claim, outcome: Outcome) -> float | None:

@@ -20,8 +20,11 @@ once; attempts of steps with step-scope limits apart, on a connection of their o
 units they free are not held up behind a large batch. That connection hands the units on itself:
 right after the commit that frees them, it claims the waiting steps they let in, for this worker
 (whatever its claimer role: the limits' locks keep it exact), in a transaction of its own that
-takes nothing before those locks. The NOTIFY of that commit, the claimer's claim and the safety
-poll remain for the units freed by other paths (cancel, reaper, a hand-off claim that failed).
+takes nothing before those locks. Attempts that all completed end in one statement and their
+executions advance after that claim, on a settle thread: a hand-off waits for two round trips,
+not for the advance's (docs/performance.md, Step-scope hand-off). The NOTIFY of that commit,
+the claimer's claim and the safety poll remain for the units freed by other paths (cancel,
+reaper, a hand-off claim that failed).
 Slots are reserved by whichever claim is in flight, so two claims never fill the same slot.
 
 Every HEARTBEAT one statement renews the leases of all the attempts the process holds and reads
@@ -307,11 +310,13 @@ class StepWorker:
 
     async def _settle_handing_on(self, pool: ThreadPoolExecutor, batch: list[_Unsettled]) -> None:
         """Settle, then claim at once the waiting steps the freed units let in, into the slots
-        of the batch's attempts (still held until settled) and any other free ones."""
+        of the batch's attempts (still held until settled) and any other free ones; then advance
+        the executions of the attempts that completed, off this lane (on a settle thread): the
+        next batch's units are not held up behind it."""
         room = self._reserve(len(batch))
         settlements = [settlement for settlement, _ in batch]
         try:
-            settled, claims = await self._on(
+            settled, claims, unadvanced = await self._on(
                 pool, _settle_then_claim, settlements, self.owner, room
             )
         except Exception:
@@ -320,6 +325,8 @@ class StepWorker:
             return
         held = self._hold(claims, limited=True)
         self.reserved -= room - held
+        if unadvanced:
+            self._background(self._db(runner.advance, unadvanced))
         for settlement, future in batch:
             future.set_result(settlement.claim.id in settled)
 
@@ -400,17 +407,20 @@ def _steps_claim(
 
 def _settle_then_claim(
     settlements: list[runner.Settlement], owner: str, room: int
-) -> tuple[set[int], list[dispatch.Claim]]:
-    """Settle (one transaction), then claim the waiting limited steps that now fit (another:
-    the claim takes its limits' locks holding nothing, docs/limits.md, Step scope)."""
-    settled = runner.settle(settlements)
+) -> tuple[set[int], list[dispatch.Claim], set[uuid.UUID]]:
+    """Settle (runner.settle_freeing: completed attempts end in a statement of their own, their
+    executions are left to advance), then claim the waiting limited steps that now fit (in a
+    transaction of its own: the claim takes its limits' locks holding nothing, docs/limits.md,
+    Step scope): the steps settled, the claims, and the executions still to advance."""
+    settled, unadvanced = runner.settle_freeing(settlements)
     try:
-        return settled, _steps_claim(dispatch.steps_claim_limited, owner, room)
-    except DatabaseError:
-        # The settle committed: its NOTIFY wakes the claimer, which claims what this could not.
+        return settled, _steps_claim(dispatch.steps_claim_limited, owner, room), unadvanced
+    except Exception:
+        # The settle committed: its NOTIFY wakes the claimer, which claims what this could not,
+        # and the caller still advances what it ended.
         connection.close()
         logger.exception("claiming after a settle failed; the claimer claims instead")
-        return settled, []
+        return settled, [], unadvanced
 
 
 async def _serve(worker: StepWorker) -> None:

@@ -85,6 +85,13 @@ BEGIN
            WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) held ON true
      WHERE l.id = ANY(_locked) AND l.max > 0;
     _limited := ARRAY(SELECT jsonb_object_keys(_free)::bigint);
+    -- No unit free in any of them (each has a max) and no rate: no step fits. Returning here
+    -- skips the ordering of every waiting step below, which a claimer woken while the limits are
+    -- full would otherwise pay under their locks, holding up the claim of a unit just freed.
+    IF cardinality(_rates_locked) = 0 AND cardinality(_limited) = cardinality(_locked)
+       AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(_free) f WHERE f.value::int > 0) THEN
+        RETURN;
+    END IF;
     SELECT coalesce(jsonb_object_agg(held.team_id::text, held.units), '{}')
       INTO _team_units
       FROM (SELECT r.team_id, sum(h.units) AS units

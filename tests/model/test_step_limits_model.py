@@ -157,8 +157,9 @@ class StepLimitsModel(RuleBasedStateMachine):
             for s in batch
             if s.claim is not None
         ]
-        settled, claims = worker._settle_then_claim(settlements, owner, room)
+        settled, claims, unadvanced = worker._settle_then_claim(settlements, owner, room)
         assert settled == {s.id for s in batch}
+        orchestrator.advance_many(unadvanced)  # the worker's next step, on a settle thread
         for step in batch:
             self.ended(step, StepStatus.CANCELLED if step.cancelled else outcome)
         self.claimed(claims, owner, room)
