@@ -3,7 +3,8 @@ taken in the same run:
 
 - pruning under load: `finished` executions (one step each) past their horizon pruned by the
   retention pass while figure 1's hot team admits at 16 clients: admission rate and p99 vs the
-  same admission without pruning, and rows pruned per second;
+  same admission without pruning (PRUNE_WINDOW seconds each), rows pruned per second, and the
+  two tables' size before the pass, after it and after a VACUUM;
 - pause: a flood of admissions, the workflow paused mid-flood: executions that became pending
   after the pause's commit (every row checked), and resume → first promotion p99 over cycles;
 - bulk replay: `replays` failed executions replayed by one bulk action under a workflow limit of
@@ -42,15 +43,22 @@ PRUNE_RATE_GOAL, PRUNE_P99_GOAL = 0.8, 2.0
 RESUME_GOAL_MS = 50.0
 REPLAY_GOAL = 0.9
 LATENESS_GOAL_S = 1.0
+# Seconds of admissions measured with and without the pruning pass.
+PRUNE_WINDOW = 10.0
 
 
 @dataclass(frozen=True)
 class Sizes:
-    finished: int = 100_000
-    replays: int = 2_000
-    delayed: int = 2_000
+    finished: int = 1_000_000
+    replays: int = 10_000
+    delayed: int = 10_000
     day_per_hour: int = 5_000
 
+
+TABLES_SIZE_SQL = """
+SELECT pg_total_relation_size('executions_execution')
+     + pg_total_relation_size('executions_stepexecution')
+"""
 
 FINISHED_SQL = """
 WITH made AS (
@@ -67,6 +75,16 @@ INSERT INTO executions_stepexecution
 SELECT id, %(team_id)s, s, 'completed', 1, '{"rows": [1, 2, 3], "text": "an output"}', '', '',
        '{}', '{}', 0, '', %(at)s, %(at)s
   FROM made, unnest(%(steps)s::text[]) s
+"""
+
+
+SCHEDULED_SQL = """
+INSERT INTO executions_execution
+       (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, error,
+        concurrency_key, priority, created_at, run_at)
+SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, 'scheduled', '{}', '{}',
+       false, '', '', 0, now(), %(run_at)s
+  FROM generate_series(1, %(rows)s) g
 """
 
 
@@ -129,15 +147,20 @@ def _clear_admitted(targets: list[fixtures.Target]) -> None:
         cursor.execute("VACUUM (ANALYZE) executions_execution")
 
 
-def pruning_under_load(
-    results: Report, *, hot: list[fixtures.Target], finished: int, seconds: float
-) -> None:
+def _tables_mb() -> float:
+    with connection.cursor() as cursor:
+        cursor.execute(TABLES_SIZE_SQL)
+        return float(cursor.fetchone()[0]) / 2**20
+
+
+def pruning_under_load(results: Report, *, hot: list[fixtures.Target], finished: int) -> None:
     database.truncate_executions()
     old = timezone.now() - timedelta(days=400)
     _finished(hot[0], finished, at=old)
     _clear_admitted(hot)
-    rate_alone, latency_alone = _admissions(hot, seconds)
+    rate_alone, latency_alone = _admissions(hot, PRUNE_WINDOW)
     _clear_admitted(hot)
+    size_before = _tables_mb()
     pruned: dict[str, float] = {}
 
     def prune() -> None:
@@ -151,9 +174,11 @@ def pruning_under_load(
 
     pruner = threading.Thread(target=prune)
     pruner.start()
-    rate, latency = _admissions(hot, seconds)
+    rate, latency = _admissions(hot, PRUNE_WINDOW)
     overlapped = pruner.is_alive()
     pruner.join()
+    _clear_admitted(hot)  # and VACUUM
+    size_pruned = _tables_mb()
     label = (
         f"{finished:,} finished (+1 step each) pruned while the hot team admits, {CLIENTS} clients"
     )
@@ -188,6 +213,15 @@ def pruning_under_load(
             f"{pruned['rows'] / pruned['seconds']:,.0f} rows/s",
             f"{pruned['rows']:,.0f} rows in {pruned['seconds']:.1f} s",
             "",
+        )
+    )
+    results.add(
+        Row(
+            "11",
+            "execution + step tables with their indexes: after the pass and a VACUUM vs before",
+            f"{size_pruned:,.1f} MB",
+            f"{size_before:,.1f} MB",
+            f"{size_pruned / size_before:.2f}",
         )
     )
     database.truncate_executions()
@@ -329,19 +363,17 @@ def bulk_replay(results: Report, *, replays: int) -> None:
 def delayed_runs(results: Report, *, target: fixtures.Target, delayed: int) -> None:
     database.truncate_executions()
     run_at = timezone.now() + timedelta(seconds=3)
-    Execution.objects.bulk_create(
-        (
-            Execution(
-                team=target.team,
-                workflow=target.workflow,
-                version_id=target.workflow.current_version_id,
-                status=Status.SCHEDULED,
-                run_at=run_at,
-            )
-            for _ in range(delayed)
-        ),
-        batch_size=2000,
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SCHEDULED_SQL,
+            {
+                "team_id": target.team.id,
+                "workflow_id": target.workflow.id,
+                "version_id": target.workflow.current_version_id,
+                "run_at": run_at,
+                "rows": delayed,
+            },
+        )
     stop = threading.Event()
     ticker = threading.Thread(target=lambda: (clock.run_forever(stop), connections.close_all()))
     ticker.start()
@@ -370,12 +402,6 @@ def delayed_runs(results: Report, *, target: fixtures.Target, delayed: int) -> N
         )
     )
     database.truncate_executions()
-
-
-TABLES_SIZE_SQL = """
-SELECT pg_total_relation_size('executions_execution')
-     + pg_total_relation_size('executions_stepexecution')
-"""
 
 
 def day_sizes(results: Report, *, per_hour: int) -> None:
@@ -415,8 +441,8 @@ def day_sizes(results: Report, *, per_hour: int) -> None:
     database.truncate_executions()
 
 
-def run(results: Report, *, hot: list[fixtures.Target], sizes: Sizes, seconds: float) -> None:
-    pruning_under_load(results, hot=hot, finished=sizes.finished, seconds=seconds)
+def run(results: Report, *, hot: list[fixtures.Target], sizes: Sizes) -> None:
+    pruning_under_load(results, hot=hot, finished=sizes.finished)
     pause_takes_effect(results, target=hot[0])
     limited = capacity.workflow("delayed", f"max_parallel_executions: {LIMIT}\n{capacity.NOOP}")
     delayed_runs(

@@ -3,12 +3,15 @@ that a filter matches, at most `limit` of them.
 
 `bulk_create` fixes the matched ids (oldest first) on a BulkAction record, so the count is
 exact and a replay made by the action is never matched by it. The engine clock then handles
-them in batches (`bulk_advance`): each batch, with the record's progress, is one transaction,
-and each execution in it goes through the normal path (execution_finish, execution_replay: the
-locks, limits, pauses and promotion of a single cancel or replay) in a savepoint of its own. A
+them in batches (`bulk_advance`): each batch, with the record's progress, is one transaction.
+A cancel, or a replay from the failed step, handles each execution through the normal path
+(execution_finish, execution_replay: the locks, limits, pauses and promotion of a single cancel
+or replay) in a savepoint of its own, BATCH at a time. A replay from the start admits its
+REPLAY_BATCH replays in one statement (services/batch_admission.py: each through mantle_admit,
+its limits and pauses decided as for a single replay) and links them to their originals. A
 batch that fails or dies rolls back with its progress, so a restarted clock takes it again and
 no execution is handled twice. A replay batch holds its team's admission lock until it
-commits, so BATCH bounds how long it can hold up the team's other admissions.
+commits, so the batch sizes bound how long it can hold up the team's other admissions.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from executions.models import BulkAction, BulkStatus, Execution, Status
 from executions.services.admission import ConcurrencyLimitExceeded
+from executions.services.batch_admission import Run, admit_batch
 from executions.services.lifecycle import execution_finish
 from executions.services.replay import (
     FAILED_STEP,
@@ -35,12 +39,16 @@ from executions.services.replay import (
     VersionChanged,
     execution_replay,
 )
+from executions.sql import queries
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs
 
 CANCEL, REPLAY = "cancel", "replay"
 BATCH = 25
+# Replays from the start per batch: admitted in one statement, they hold the team's lock for
+# about as long as BATCH replays admitted one by one did.
+REPLAY_BATCH = 200
 MAX_LIMIT = 100_000
 DEFAULT_LIMIT = 10_000
 ERRORS_KEPT = 20
@@ -150,12 +158,20 @@ def _batch(bulk_id: uuid.UUID) -> int | None:
         )
         if bulk is None:
             return None
-        ids = bulk.execution_ids[bulk.done : bulk.done + BATCH]
-        executions = Execution.objects.select_related("team", "workflow__current_version")
+        in_one = bulk.action == REPLAY and bulk.options.get("from") != FAILED_STEP
+        ids = bulk.execution_ids[bulk.done : bulk.done + (REPLAY_BATCH if in_one else BATCH)]
+        executions = Execution.objects.select_related(
+            "team", "workflow__current_version", "version"
+        )
         found = executions.in_bulk(ids)
-        for execution_id in ids:
-            execution = found.get(execution_id)
-            error = "pruned" if execution is None else _handle(bulk, execution)
+        if in_one:
+            errors = _replay_from_start(bulk, [found.get(execution_id) for execution_id in ids])
+        else:
+            errors = [
+                "pruned" if execution is None else _handle(bulk, execution)
+                for execution in (found.get(execution_id) for execution_id in ids)
+            ]
+        for execution_id, error in zip(ids, errors, strict=True):
             if error is not None:
                 bulk.failed += 1
                 if len(bulk.errors) < ERRORS_KEPT:
@@ -165,6 +181,47 @@ def _batch(bulk_id: uuid.UUID) -> int | None:
             bulk.status, bulk.finished_at = BulkStatus.COMPLETED, timezone.now()
         bulk.save(update_fields=["done", "failed", "errors", "status", "finished_at"])
     return len(ids)
+
+
+def _replay_from_start(bulk: BulkAction, originals: list[Execution | None]) -> list[str | None]:
+    """Replays of the originals (None: pruned since) admitted in one statement and linked to
+    them; for each, why it was not replayed, else None."""
+    latest = bulk.options.get("version") == LATEST
+    present = [original for original in originals if original is not None]
+    runs = [
+        Run(
+            id=uuid.uuid4(),
+            workflow=original.workflow,
+            version=original.workflow.applied_version if latest else original.version,
+            inputs=original.inputs,
+            trigger=original.trigger,
+            priority=original.priority,
+        )
+        for original in present
+    ]
+    decided = dict(
+        zip(
+            (original.id for original in present),
+            zip(runs, admit_batch(bulk.team, runs), strict=True),
+            strict=True,
+        )
+    )
+    errors: list[str | None] = []
+    replays, replayed = [], []
+    for original in originals:
+        if original is None:
+            errors.append("pruned")
+            continue
+        run, outcome = decided[original.id]
+        if isinstance(outcome, Exception):
+            errors.append(str(outcome))
+        else:
+            errors.append(None)
+            replays.append(run.id)
+            replayed.append(original.id)
+    with connection.cursor() as cursor:
+        cursor.execute(queries["bulk_replays_link"], {"ids": replays, "originals": replayed})
+    return errors
 
 
 def _handle(bulk: BulkAction, execution: Execution) -> str | None:

@@ -32,7 +32,7 @@ from workflows.models import WorkflowDefinition
 
 BATCH = 1000
 # The share of a pass's time spent deleting; it sleeps the rest.
-DUTY = 0.25
+DUTY = 0.5
 QUEUE_SAMPLES_KEPT = timedelta(hours=2)
 COMPLETED = [Status.COMPLETED.value]
 FAILED = [Status.FAILED.value, Status.CANCELLED.value, Status.TIMED_OUT.value]

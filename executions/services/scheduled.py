@@ -4,14 +4,13 @@ decided then.
 
 Due runs are admitted in batches of one team's, oldest run_at first (scheduled.sql): one
 transaction locks the batch's rows (SKIP LOCKED: a second clock passes them over), deletes them
-and admits, in one statement, an execution with each one's id, inputs, trigger, priority and
-Idempotency-Key through mantle_admit: either the batch commits and its scheduled rows are gone,
-or none of it happened. So however many clocks run, or die mid-pass and restart, each run is
-admitted once. The batch holds its team's admission locks until it commits, as one admission
-does (a batch of one team takes the team's lock first, like every other admission: no
-deadlock), so BATCH bounds how long the team's other admissions wait. Rejected when due (a full
-`on_limit: reject` workflow, `on_pause: reject`, inputs a newer version refuses), a run ends
-`failed` with the rejection as its error.
+and admits, in one statement (services/batch_admission.py), an execution with each one's id,
+inputs, trigger, priority and Idempotency-Key through mantle_admit: either the batch commits and
+its scheduled rows are gone, or none of it happened. So however many clocks run, or die
+mid-pass and restart, each run is admitted once. The batch holds its team's admission locks
+until it commits, so BATCH bounds how long the team's other admissions wait. Rejected when due
+(a full `on_limit: reject` workflow, `on_pause: reject`, inputs a newer version refuses), a run
+ends `failed` with the rejection as its error.
 """
 
 from __future__ import annotations
@@ -26,17 +25,15 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core import locks
 from core.durations import parse_duration
-from executions import metrics
-from executions.models import Execution, Rejection, Status
-from executions.services.admission import ConcurrencyLimitExceeded
+from executions.models import Execution, Status
+from executions.services.batch_admission import Run, admit_batch
 from executions.services.lifecycle import execution_finish
-from executions.sql import REJECTED, queries
-from teams.models import Team, effective_team_limit
-from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
+from executions.sql import queries
+from teams.models import Team
+from workflows.admission_values import priority_value
 from workflows.models import WorkflowDefinition
-from workflows.schema import InvalidInputs, WorkflowSpec, validate_inputs
+from workflows.schema import WorkflowSpec, validate_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -134,110 +131,48 @@ def _admit_batch(team_id: int) -> int:
         workflows = WorkflowDefinition.objects.select_related("current_version").in_bulk(
             {row[1] for row in due}
         )
-        specs: dict[int, WorkflowSpec] = {}
-        runs: list[dict[str, Any]] = []
-        refused: list[tuple[uuid.UUID, InvalidInputs]] = []
-        for execution_id, workflow_id, inputs, trigger, priority, key, run_at in due:
-            workflow = workflows[workflow_id]
-            version = workflow.applied_version
-            spec = specs.get(version.id) or specs.setdefault(
-                version.id, WorkflowSpec.from_dict(version.spec)
+        runs = [
+            Run(
+                id=execution_id,
+                workflow=workflows[workflow_id],
+                version=workflows[workflow_id].applied_version,
+                inputs=json.loads(inputs),
+                trigger=json.loads(trigger),
+                priority=priority,
+                idempotency_key=key,
             )
-            inputs, trigger = json.loads(inputs), json.loads(trigger)
-            try:
-                inputs = validate_inputs(spec, inputs)
-            except InvalidInputs as invalid:  # by a version applied since
-                refused.append((execution_id, invalid))
-                continue
-            concurrency_key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
-            runs.append(
-                {
-                    "id": execution_id,
-                    "workflow": workflow,
-                    "version_id": version.id,
-                    "inputs": json.dumps(inputs),
-                    "trigger": json.dumps(trigger),
-                    "idempotency_key": key,
-                    "concurrency_key": concurrency_key,
-                    "priority": priority_value(
-                        spec, inputs=inputs, trigger=trigger, given=priority
-                    ),
-                    "key_limit": key_limit_value(spec, inputs=inputs, trigger=trigger),
-                    "key_lock": locks.key_lock_id(workflow_id, concurrency_key),
-                    "run_at": run_at,
-                }
-            )
-        if runs:
-            _admit(cursor, team, runs)
-        for execution_id, reason in refused:
-            _refused(execution_id, reason)
+            for execution_id, workflow_id, inputs, trigger, priority, key, *_ in due
+        ]
+        cursor.execute(queries["scheduled_delete"], {"ids": [run.id for run in runs]})
+        outcomes = admit_batch(team, runs)
+        admitted = [
+            (run.id, run_at)
+            for run, (*_, run_at), outcome in zip(runs, due, outcomes, strict=True)
+            if not isinstance(outcome, Exception)
+        ]
+        cursor.execute(
+            queries["scheduled_run_at"],
+            {"ids": [id_ for id_, _ in admitted], "run_ats": [at for _, at in admitted]},
+        )
+        for run, (*_, priority, _, version_id, run_at), outcome in zip(
+            runs, due, outcomes, strict=True
+        ):
+            if isinstance(outcome, Exception):
+                # Rejected, or refused by a version applied since: back, and failed.
+                Execution.objects.create(
+                    id=run.id,
+                    team=team,
+                    workflow=run.workflow,
+                    version_id=version_id,
+                    status=Status.SCHEDULED,
+                    inputs=run.inputs,
+                    trigger=run.trigger,
+                    priority=priority,
+                    idempotency_key=run.idempotency_key,
+                    run_at=run_at,
+                )
+                _refused(run.id, outcome)
     return len(due)
-
-
-def _admit(cursor: Any, team: Team, runs: list[dict[str, Any]]) -> None:
-    """Delete the runs and admit each under its id (scheduled.sql), in the caller's
-    transaction; a rejected one is put back and failed with the rejection."""
-    cursor.execute(queries["scheduled_delete"], {"ids": [run["id"] for run in runs]})
-    cursor.execute(
-        queries["scheduled_admit"],
-        {
-            "ids": [run["id"] for run in runs],
-            "version_ids": [run["version_id"] for run in runs],
-            "triggers": [run["trigger"] for run in runs],
-            "idempotency_keys": [run["idempotency_key"] for run in runs],
-            "concurrency_keys": [run["concurrency_key"] for run in runs],
-            "priorities": [run["priority"] for run in runs],
-            "key_limits": [run["key_limit"] for run in runs],
-            "key_locks": [run["key_lock"] for run in runs],
-            "workflow_ids": [run["workflow"].id for run in runs],
-            "inputs": [run["inputs"] for run in runs],
-            "team_id": team.id,
-            "default_team_limit": effective_team_limit(None),
-            "team_namespace": locks.Namespace.TEAM,
-            "limit_namespace": locks.Namespace.NAMED_LIMIT,
-            "workflow_namespace": locks.Namespace.WORKFLOW,
-            "key_namespace": locks.Namespace.KEY,
-            "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
-        },
-    )
-    decisions = cursor.fetchall()
-    admitted = [
-        run for run, decision in zip(runs, decisions, strict=True) if decision[1] != REJECTED
-    ]
-    cursor.execute(
-        queries["scheduled_run_at"],
-        {"ids": [run["id"] for run in admitted], "run_ats": [run["run_at"] for run in admitted]},
-    )
-    if any(decision[1] == Status.PENDING for decision in decisions):
-        cursor.execute(queries["scheduled_wake_workers"])
-    for run, decision in zip(runs, decisions, strict=True):
-        _, outcome, scope, limit, name, retry_after, superseded = decision
-        if superseded is not None:
-            execution_finish(
-                superseded, status=Status.CANCELLED, error=f"superseded by {run['id']}"
-            )
-        if outcome == REJECTED:
-            workflow = run["workflow"]
-            Rejection.objects.create(team=team, workflow=workflow, scope=scope)
-            metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
-            Execution.objects.create(
-                id=run["id"],
-                team=team,
-                workflow=workflow,
-                version_id=run["version_id"],
-                status=Status.SCHEDULED,
-                inputs=json.loads(run["inputs"]),
-                trigger=json.loads(run["trigger"]),
-                priority=run["priority"],
-                idempotency_key=run["idempotency_key"],
-                run_at=run["run_at"],
-            )
-            _refused(
-                run["id"],
-                ConcurrencyLimitExceeded(
-                    scope=scope, limit=limit, name=name, retry_after=retry_after
-                ),
-            )
 
 
 def _refused(execution_id: uuid.UUID, reason: Exception) -> None:

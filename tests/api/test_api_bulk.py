@@ -65,7 +65,7 @@ def test_dry_runs_count_exactly_what_each_filter_matches(api, executions):
 
 
 def test_a_bulk_replay_reports_its_progress_batch_by_batch(api, executions, monkeypatch):
-    monkeypatch.setattr(bulk, "BATCH", 25)
+    monkeypatch.setattr(bulk, "REPLAY_BATCH", 25)
     body = {"filter": {"workflow": "deploy", "status": "failed"}, "version": "latest"}
     matched = dry(api, "replay", body)
     made = api.post("/api/v1/executions/replay", body, format="json")
