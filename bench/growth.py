@@ -29,6 +29,8 @@ SELECT gen_random_uuid(), %(team_id)s,
   FROM generate_series(1, %(rows)s) g
 """
 
+# Oldest first: the queued trigger (mantle_queued_turn.sql) then moves the key's turn once, where
+# newest first moved it for every row, each update walking the row's versions of this statement.
 QUEUED_SQL = """
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, error, blocked_by,
@@ -36,7 +38,7 @@ INSERT INTO executions_execution
 SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, 'queued', '{}', '{}',
        false, '', 'workflow', '', 0, now() - g * interval '1 millisecond',
        now() - g * interval '1 millisecond'
-  FROM generate_series(1, %(rows)s) g
+  FROM generate_series(%(rows)s, 1, -1) g
 """
 
 # The table's indexes but its constraints', and its primary key with the foreign keys that
