@@ -26,7 +26,10 @@ def _parser() -> argparse.ArgumentParser:
         default="open,limited",
         help="figure 1 workflows: open (no limit) and/or limited (most admissions queue)",
     )
-    parser.add_argument("--finished", type=int, help="finished rows of figure 4 (default 1e6)")
+    parser.add_argument("--finished", type=int, help="finished rows of figure 8 (default 1e6)")
+    parser.add_argument(
+        "--grown", type=int, help="finished rows of figure 4 (default 1e7, quick 1e5)"
+    )
     parser.add_argument("--samples", type=int, help="latency samples of figure 3 (default 200)")
     parser.add_argument(
         "--http-workers", type=int, help="gunicorn workers of figure 2 (default: server.workers)"
@@ -59,6 +62,7 @@ def main(argv: list[str]) -> None:
     seconds = options.seconds or (1 if quick else 3)
     rounds = options.rounds or 3
     finished = options.finished if options.finished is not None else 100_000 if quick else 1_000_000
+    grown = options.grown if options.grown is not None else 100_000 if quick else 10_000_000
     samples = options.samples or (50 if quick else 200)
     clients = [int(c) for c in options.clients.split(",")]
     kinds = options.kinds.split(",")
@@ -128,10 +132,11 @@ def main(argv: list[str]) -> None:
             results,
             hot=hot["open"],
             backlog=backlog,
-            finished=finished,
+            finished=grown,
             clients=16,
             seconds=seconds,
             rounds=rounds,
+            samples=samples,
         )
 
     def figures_5_and_6() -> None:
@@ -201,7 +206,8 @@ def main(argv: list[str]) -> None:
                 results.fail("5 and 6" if number == 5 else str(number), error)
                 database.truncate_executions()
     settings = (
-        f"{seconds} s rounds, {rounds} rounds, clients {clients}, {finished:,} finished rows, "
+        f"{seconds} s rounds, {rounds} rounds, clients {clients}, {grown:,} finished rows"
+        f" (figure 4; {finished:,} in figure 8), "
         f"{samples} latency samples; {time.monotonic() - started:.0f} s in all"
     )
     print()
