@@ -1,8 +1,8 @@
 """Promotion decided in the database, with the rules admission uses (docs/architecture.md,
 Where the rules live): installs executions/sql again, as its files are now (the room of each
 limit, mantle_room.sql; the full fair ranking, mantle_fair_queue.sql; mantle_promote.sql; and
-mantle_fair_heads and mantle_admit reading the rooms; every statement there replaces what it
-creates). The queue's labels other than a workflow's in one index (admission's two became its
+mantle_fair_heads and mantle_admit reading the rooms; mantle_claim_limited returning as soon as
+the limits it locked are full; every statement there replaces what it creates). The queue's labels other than a workflow's in one index (admission's two became its
 prefixes), and the queued that hold a named limit in another, so that promotion reads what can
 have changed, not the whole queue (docs/performance.md, Keys at scale).
 """
