@@ -20,7 +20,6 @@ import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
-from core import locks
 from executions.models import QUEUED_OR_HOLDING, SLOT_HOLDING, TERMINAL
 
 # The channel on which every row that becomes pending (an execution or a step) is announced, at
