@@ -9,9 +9,9 @@
 -- first, deleted with their steps (and so their outputs and idempotency keys) in one statement,
 -- steps first: at most %(take)s of them, as many as fit %(batch)s rows with their steps. Returns
 -- the executions and steps deleted, and `oversized`: the oldest, when it alone has more rows
--- than a batch (expired_steps_of_delete thins it first), else NULL. No row lock is taken before
--- the deletes: a terminal row is never updated, and a pass racing this one deletes a row once
--- (the second DELETE finds it gone).
+-- than a batch (expired_steps_of_delete thins it first), else NULL. The executions are locked
+-- SKIP LOCKED first: one another transaction holds (a racing pass) is passed over, never
+-- waited for.
 WITH candidates AS (
     SELECT e.id, e.completed_at,
            1 + (SELECT count(*) FROM executions_stepexecution s
@@ -20,14 +20,17 @@ WITH candidates AS (
      WHERE e.workflow_id = %(workflow_id)s AND e.status = ANY(%(statuses)s)
        AND e.completed_at < %(cutoff)s
      ORDER BY e.completed_at
-     LIMIT %(take)s),
+     LIMIT %(take)s
+       FOR UPDATE OF e SKIP LOCKED),
 doomed AS (
     SELECT id FROM (SELECT id, sum(row_count) OVER (ORDER BY completed_at, id) AS running
                       FROM candidates) c
      WHERE running <= %(batch)s),
 steps AS (
-    DELETE FROM executions_stepexecution s USING doomed d
-     WHERE s.execution_id = d.id
+    -- By the index on execution_id, whatever the table's statistics say: a join here may be
+    -- planned as a scan of the whole step table per batch.
+    DELETE FROM executions_stepexecution
+     WHERE execution_id = ANY(ARRAY(SELECT id FROM doomed))
     RETURNING 1),
 gone AS (
     DELETE FROM executions_execution e USING doomed d
