@@ -1,13 +1,10 @@
 """Every SQL statement of executions, api reads and the dashboard: named blocks in the .sql files
-beside this module (procrastinate's queries.sql style), loaded once at import.
+beside this module (procrastinate's queries.sql style), loaded once at import, and the functions
+and triggers that live in the database, each written out whole in a file of its own.
 
 A block starts with `-- name: <name>`; the comment lines right after it document it; its
-parameters are `%(param)s`; it is whole SQL, run as written (docs/architecture.md, The data
-room). Only admission's and promotion's files still include: there `{name}` is another block
-or a fragment below, and `{name:q}` the block `name` with each `%(param)s` read from the column
-`q.param` of the row q; in mantle_admit.sql, `{name}` is the block `name` with each `%(param)s`
-read from the function's variable `_param`.
-tests/structure checks that every block is used and every name used exists.
+parameters are psycopg's `%(param)s`; it is whole SQL, run as written (docs/architecture.md, The
+data room). tests/structure checks that every block is used and every name used exists.
 """
 
 from __future__ import annotations
@@ -20,24 +17,12 @@ import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
-from executions.models import QUEUED_OR_HOLDING, SLOT_HOLDING, TERMINAL
-
 # The channel on which every row that becomes pending (an execution or a step) is announced, at
 # commit, by the triggers of triggers.sql: the step workers LISTEN on it.
 WORK_CHANNEL = "mantle_work"
 
 _HERE = Path(__file__).parent
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
-_INCLUDE = re.compile(r"\{(\w+)(?::(\w+))?\}")
-_PARAM = re.compile(r"%\((\w+)\)s")
-
-# The status set every count of slot holders uses, as the partial index execution_slot_holders
-# does: the model's SLOT_HOLDING is their one source.
-FRAGMENTS = {
-    "slot_holding": "(" + ", ".join(f"'{status}'" for status in SLOT_HOLDING) + ")",
-    "queued_or_holding": "(" + ", ".join(f"'{status}'" for status in QUEUED_OR_HOLDING) + ")",
-    "terminal": "(" + ", ".join(f"'{status}'" for status in sorted(TERMINAL)) + ")",
-}
 
 # An outcome of mantle_admit besides the statuses it inserts.
 REJECTED = "rejected"
@@ -55,31 +40,10 @@ def _blocks(paths: Iterable[Path]) -> dict[str, str]:
     for path in paths:
         _, *parts = _BLOCK.split(path.read_text())
         for name, body in zip(parts[::2], parts[1::2], strict=True):
-            if name in blocks or name in FRAGMENTS:
+            if name in blocks:
                 raise ValueError(f"{path.name}: the name {name!r} is taken")
             blocks[name] = _without_leading_comments(body)
     return blocks
-
-
-def _render(text: str, blocks: dict[str, str], *, in_function: bool = False) -> str:
-    """`text` with its {name} and {name:q} includes expanded; `in_function`: each parameter of
-    an included block becomes the function's variable."""
-
-    def include(match: re.Match[str]) -> str:
-        name, row = match.groups()
-        if name in FRAGMENTS:
-            return FRAGMENTS[name]
-        body = _render(blocks[name], blocks)
-        if row is not None:
-            return _PARAM.sub(rf"{row}.\1", body)
-        return _variables(body) if in_function else body
-
-    return _INCLUDE.sub(include, text)
-
-
-def _variables(statement: str) -> str:
-    """A statement inside mantle_admit: each %(name)s becomes the variable _name."""
-    return _PARAM.sub(r"_\1", statement)
 
 
 # What lives in the database, each written out whole in a file of its own: the PL/pgSQL functions
@@ -96,14 +60,7 @@ _INSTALLED = (
     "triggers.sql",
 )
 _SOURCES = sorted(p for p in _HERE.glob("*.sql") if p.name not in _INSTALLED)
-_BLOCKS = _blocks(_SOURCES)
-
-queries: dict[str, str] = {name: _render(body, _BLOCKS) for name, body in _BLOCKS.items()}
-
-
-def _performed(statement: str) -> str:
-    """A SELECT whose result mantle_admit drops: a PERFORM of its variables."""
-    return "PERFORM " + _variables(statement.strip().removeprefix("SELECT").strip())
+queries: dict[str, str] = _blocks(_SOURCES)
 
 
 # The functions that take advisory locks: how many lock statements each has (each one

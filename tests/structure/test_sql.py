@@ -14,7 +14,7 @@ from workflows.models import WebhookPath, WorkflowDefinition, WorkflowVersion
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ["mantle_site", "core", "teams", "workflows", "executions", "engine", "api", "dashboard"]
 USE = re.compile(r"queries\[\s*\"(\w+)\"\s*\]")
-INCLUDE = re.compile(r"\{(\w+)(?::\w+)?\}")
+PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[a-z]+)?\}")
 
 
 def _uses() -> dict[str, set[str]]:
@@ -28,21 +28,23 @@ def _uses() -> dict[str, set[str]]:
     return uses
 
 
-def _includes() -> set[str]:
-    return {
-        name
+def test_no_statement_is_assembled_from_others():
+    """Every .sql file runs in psql as written: no `{name}` placeholder is expanded into it."""
+    assembled = sorted(
+        path.name
         for path in (ROOT / "executions" / "sql").glob("*.sql")
-        for name in INCLUDE.findall(path.read_text())
-    }
+        if PLACEHOLDER.search(path.read_text())
+    )
+    assert not assembled, f"{{name}} placeholders in {assembled}: write the statement out whole"
 
 
 def test_every_named_query_is_used():
-    used = set().union(*_uses().values()) | _includes()
+    used = set().union(*_uses().values())
     unused = sorted(set(sql.queries) - used)
     assert not unused, (
         f"named queries used nowhere: {unused}. Delete their `-- name:` blocks from "
         'executions/sql/*.sql, or run them as queries["<name>"] (from executions.sql import '
-        "queries), or include them in another block as {<name>}"
+        "queries)"
     )
 
 
