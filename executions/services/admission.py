@@ -14,6 +14,7 @@ import json
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -25,6 +26,7 @@ from executions import metrics
 from executions.models import BlockedBy, Execution, Rejection, Status
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, prepared_cursor, queries
+from executions.sql.rows import rows_as
 from teams.models import Team, effective_team_limit
 from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
@@ -52,6 +54,21 @@ class Resolved:
 
     key_hash: str | None = None
     hook_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """mantle_admit's row (mantle_admit.sql, RETURNS TABLE): its outcome (a status it inserted, or
+    rejected), the limit that queued or rejected it, and the execution it superseded."""
+
+    outcome: str
+    scope: str | None
+    scope_limit: int | None
+    scope_name: str | None
+    retry_after: int | None
+    admitted_at: datetime
+    queue_position: int | None
+    superseded: uuid.UUID | None
 
 
 class ConcurrencyLimitExceeded(Exception):
@@ -260,21 +277,28 @@ def _admit_locked(
                 "hook_path": resolved.hook_path if resolved else None,
             },
         )
-        decision = cursor.fetchone()
-        if decision is None:
+        decisions = rows_as(cursor, Decision)
+        if not decisions:
             raise ResolutionStale
-        outcome, scope, limit, name, retry_after, created_at, position, superseded = decision
-        if superseded is not None:
+        (decision,) = decisions
+        if decision.superseded is not None:
             execution_finish(
-                superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
+                decision.superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
             )
+    outcome, scope, created_at = decision.outcome, decision.scope, decision.admitted_at
     if outcome == Status.PENDING:
         # Announced once committed (admission.sql, wake_workers); if that fails, the claimer's
         # safety poll finds it, so the admission stands.
         transaction.on_commit(_wake_workers, using=connection.alias, robust=True)
     if outcome == REJECTED:
+        assert scope is not None  # mantle_admit names the limit of every rejection
         metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
-        raise ConcurrencyLimitExceeded(scope=scope, limit=limit, name=name, retry_after=retry_after)
+        raise ConcurrencyLimitExceeded(
+            scope=scope,
+            limit=decision.scope_limit,
+            name=decision.scope_name,
+            retry_after=decision.retry_after,
+        )
     row = {
         **fields,
         "id": execution_id,
@@ -283,13 +307,15 @@ def _admit_locked(
         "version_id": version.id,
         "status": outcome,
         "blocked_by": scope,
-        "blocked_by_limit": name,
+        "blocked_by_limit": decision.scope_name,
         "error": "",
         "created_at": created_at,
         "queued_at": created_at if outcome == Status.QUEUED else None,
         "promoted_at": None,
         "pending_at": created_at if outcome == Status.PENDING else None,
-        "not_before": created_at + version.debounce if scope == BlockedBy.DEBOUNCE else None,
+        "not_before": created_at + version.debounce
+        if scope == BlockedBy.DEBOUNCE and version.debounce is not None
+        else None,
         "started_at": None,
         "completed_at": None,
         "run_at": None,  # a delayed run's is written back after (services/scheduled.py)
@@ -301,5 +327,5 @@ def _admit_locked(
     )
     execution.team, execution.workflow, execution.version = team, workflow, version
     if outcome == Status.QUEUED:
-        return Admission(execution=execution, queue_position=position)
+        return Admission(execution=execution, queue_position=decision.queue_position)
     return Admission(execution=execution, queue_position=None)
