@@ -9,11 +9,10 @@ Lock order is team → named limits (by name) → workflow (workflows in id orde
 anything else can deadlock. A limit-aware step claim takes its step-scope limits' locks (by
 name, then id) and nothing before or after them (docs/limits.md, Step scope).
 
-The one exception to "inside transaction.atomic()": admission's ADMISSION_TEAM_LOCK,
-ADMISSION_LIMIT_LOCK and ADMISSION_FLOW_LOCKS, statements of the PL/pgSQL function
-`mantle_admit` (executions/sql/), and the step-scope limits' and rates' locks, written in
-`mantle_claim_limited` (executions/sql/mantle_claim_limited.sql), called with the namespaces
-below. Called outside a
+The one exception to "inside transaction.atomic()": the lock statements of the PL/pgSQL
+functions `mantle_admit` and `mantle_promote` (executions/sql/, written out there in the order
+above), and the step-scope limits' and rates' locks, written in `mantle_claim_limited`
+(executions/sql/mantle_claim_limited.sql), called with the namespaces below. Called outside a
 transaction, the function's statement is its transaction: the locks are released by its commit,
 with no Python in between.
 """
@@ -71,11 +70,12 @@ SELECT pg_advisory_xact_lock(%s::int, %s::int)
   FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded
 """
 
-# mantle_admit's locks, in lock order: lock_team's (with lock_timeout, set by the volatile
-# subquery before the lock is requested), then each named limit of the workflow in name order
-# (lock_named_limits'), then lock_workflows([workflow_id])'s and the key's in one statement (a
-# target list is evaluated left to right). An unkeyed admission passes key_lock NULL:
-# pg_advisory_xact_lock is strict, so no key is locked.
+# mantle_admit's locks as it writes them (bench/pgbench.py runs these), in lock order:
+# lock_team's (with lock_timeout, set by the volatile subquery before the lock is requested),
+# then each named limit of the workflow in name order (lock_named_limits'), then
+# lock_workflows([workflow_id])'s and the key's in one statement (a target list is evaluated
+# left to right). An unkeyed admission passes key_lock NULL: pg_advisory_xact_lock is strict,
+# so no key is locked.
 ADMISSION_TEAM_LOCK = """
 SELECT pg_advisory_xact_lock(%(team_namespace)s, %(team_id)s::int)
   FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS bounded

@@ -49,5 +49,11 @@ class Migration(migrations.Migration):
                 name="execution_queued_limits",
             ),
         ),
+        # Its arguments changed (the rate comes from the version, the moment from the caller).
+        migrations.RunSQL(
+            sql="DROP FUNCTION IF EXISTS mantle_fair_heads"
+            "(bigint, integer, boolean, integer, boolean, integer, double precision)",
+            reverse_sql=migrations.RunSQL.noop,
+        ),
         migrations.RunSQL(sql=sql.INSTALL, reverse_sql=migrations.RunSQL.noop),
     ]

@@ -27,9 +27,11 @@
 -- A key whose queue is empty loses its row here, under the workflow's lock that every admission
 -- takes before it queues: no admission of that key can queue meanwhile.
 
+-- _at: the moment its rate windows are read at (the promotion's, once its locks are held).
+
 CREATE OR REPLACE FUNCTION mantle_fair_heads(
     _workflow_id bigint, _per_key int, _stored_key_limits boolean, _limit int,
-    _rate_per_key boolean)
+    _rate_per_key boolean, _at timestamptz)
 RETURNS TABLE(head uuid, head_priority smallint, head_created_at timestamptz,
               head_named_limits bigint[], head_rank bigint)
 LANGUAGE plpgsql VOLATILE
@@ -102,7 +104,7 @@ BEGIN
                 _bound := least(_bound, (SELECT r.room
                                            FROM mantle_rate_room(_workflow_id,
                                                                  _turn.concurrency_key,
-                                                                 statement_timestamp()) r));
+                                                                 _at) r));
             END IF;
             IF _bound >= 1 AND (_free IS NULL OR _free >= 1) THEN
                 _found := _found || _head.id;
@@ -118,6 +120,6 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY SELECT * FROM mantle_fair_queue(_workflow_id, _per_key, _stored_key_limits,
-                                                 _limit, _rate_per_key);
+                                                 _limit, _rate_per_key, _at);
 END
 $fair$

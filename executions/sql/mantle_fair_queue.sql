@@ -11,12 +11,12 @@
 -- _stored_key_limits, else _per_key = max_parallel_per_key, 0 = unlimited) and, with a rate per
 -- key, what its window has room for (mantle_room.sql). The order is derived from rows, each
 -- key's latest promoted_at: no counter. The keys with a queue are found by a loose index scan
--- (one probe of execution_key_queue per key). LANGUAGE sql and STABLE: inlined into the
--- statement that calls it.
+-- (one probe of execution_key_queue per key). _at: the moment rate windows are read at. LANGUAGE
+-- sql and STABLE: inlined into the statement that calls it.
 
 CREATE OR REPLACE FUNCTION mantle_fair_queue(
     _workflow_id bigint, _per_key int, _stored_key_limits boolean, _limit int,
-    _rate_per_key boolean)
+    _rate_per_key boolean, _at timestamptz)
 RETURNS TABLE(id uuid, priority smallint, created_at timestamptz, named_limits bigint[],
               rank bigint)
 LANGUAGE sql STABLE
@@ -42,8 +42,7 @@ WITH RECURSIVE keys(key) AS (
            least(_limit,
                  -- A rate per key: what its window has room for (NULL, ignored, otherwise).
                  CASE WHEN _rate_per_key THEN (
-                     SELECT r.room FROM mantle_rate_room(_workflow_id, k.key,
-                                                         statement_timestamp()) r) END)
+                     SELECT r.room FROM mantle_rate_room(_workflow_id, k.key, _at) r) END)
              AS free,
            -- Never promoted: -infinity. Its key's turn (mantle_fair_heads.sql) remembers it
            -- after retention deleted the rows of its latest promotions.

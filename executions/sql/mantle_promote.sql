@@ -59,6 +59,7 @@ DECLARE
     _promoted uuid[];
     _team_full boolean;
     _relabel_all boolean := false;
+    _now timestamptz;
 BEGIN
     PERFORM pg_advisory_xact_lock(_team_namespace, _team_id::int)
        FROM (SELECT set_config('lock_timeout', _lock_timeout, true)) AS bounded;
@@ -100,6 +101,10 @@ BEGIN
     FOREACH _lock_id IN ARRAY _workflow_ids LOOP
         PERFORM pg_advisory_xact_lock(_workflow_namespace, _lock_id::int);
     END LOOP;
+    -- The moment of this promotion, once its locks are held: promotions of a team take it in
+    -- the order they hold its lock, so promoted_at and the keys' turns follow the order of the
+    -- promotions, and rate windows are read when nothing else of the workflow can promote.
+    _now := clock_timestamp();
 
     SELECT coalesce(array_agg(CASE WHEN r.paused THEN 0 ELSE r.free END ORDER BY o.n), '{}')
       INTO _limit_free
@@ -114,7 +119,7 @@ BEGIN
                v.rate_max > 0 AND v.rate_per_key AS rate_per_key,
                CASE WHEN r.paused OR _team_paused THEN 0 ELSE r.free END AS free,
                -- A rate not per key bounds the workflow by the room in its window.
-               (SELECT rr.room FROM mantle_rate_room(w.id, NULL, statement_timestamp()) rr)
+               (SELECT rr.room FROM mantle_rate_room(w.id, NULL, _now) rr)
                  AS rate_room,
                r.paused OR v.rate_max > 0 AS timed_or_paused, f.sets,
                -- Its one set when it has one (NULL: none held).
@@ -145,7 +150,7 @@ BEGIN
         _max_priority := NULL;
         FOR _head IN SELECT h.head, h.head_priority, h.head_created_at
                        FROM mantle_fair_heads(_flow.id, _flow.per_key, true, _take::int,
-                                              _flow.rate_per_key) h
+                                              _flow.rate_per_key, _now) h
                       ORDER BY h.head_rank
         LOOP
             IF _max_priority IS NULL
@@ -193,15 +198,15 @@ BEGIN
     END LOOP;
 
     -- The chosen ones become pending; their keys' turns (mantle_fair_heads.sql) move to this
-    -- promotion, in the same statement: the same statement_timestamp() as their promoted_at.
+    -- promotion, in the same statement: the same moment as their promoted_at.
     WITH promoted AS (
         UPDATE executions_execution
-           SET status = 'pending', promoted_at = statement_timestamp(),
-               pending_at = statement_timestamp(), blocked_by = NULL, blocked_by_limit = NULL
+           SET status = 'pending', promoted_at = _now, pending_at = _now, blocked_by = NULL,
+               blocked_by_limit = NULL
          WHERE id = ANY(_chosen) AND status = 'queued'
         RETURNING id, workflow_id, concurrency_key
     ), turns AS (
-        UPDATE executions_keyturn t SET last_promoted_at = statement_timestamp()
+        UPDATE executions_keyturn t SET last_promoted_at = _now
           FROM (SELECT DISTINCT p.workflow_id, p.concurrency_key FROM promoted p) p
          WHERE t.workflow_id = p.workflow_id AND t.concurrency_key = p.concurrency_key
     )
@@ -291,7 +296,7 @@ BEGIN
               FROM (SELECT DISTINCT q.workflow_id, q.concurrency_key FROM executions_execution q
                      WHERE q.team_id = _team_id AND q.status = 'queued') k
              CROSS JOIN LATERAL mantle_rate_room(k.workflow_id, k.concurrency_key,
-                                                 statement_timestamp()) r
+                                                 _now) r
              WHERE r.room = 0
         ), full_keys AS MATERIALIZED (
             -- The keys of the queue that hold all their slots, under each key limit a queued

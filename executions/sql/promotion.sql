@@ -14,7 +14,7 @@ SELECT * FROM mantle_promote(
 -- rank (mantle_fair_queue.sql); the dashboard reads it for many workflows at once.
 SELECT * FROM mantle_fair_queue(
     %(workflow_id)s::bigint, %(per_key)s::int, %(stored_key_limits)s::boolean, %(limit)s::int,
-    %(rate_per_key)s::boolean)
+    %(rate_per_key)s::boolean, statement_timestamp())
 
 -- name: promotion_owed
 -- Whether a terminal commit owes its team a promotion, without its lock
@@ -26,7 +26,7 @@ SELECT mantle_promotion_owed(%(team_id)s::bigint, %(team_namespace)s::int)
 -- keys' turns (mantle_fair_heads.sql).
 SELECT * FROM mantle_fair_heads(
     %(workflow_id)s::bigint, %(per_key)s::int, %(stored_key_limits)s::boolean, %(limit)s::int,
-    %(rate_per_key)s::boolean)
+    %(rate_per_key)s::boolean, statement_timestamp())
 
 -- name: teams_with_queue
 SELECT DISTINCT team_id FROM executions_execution WHERE status = 'queued'
