@@ -815,7 +815,7 @@ MUTANTS = {
         "at_most_the_rate_became_pending_in_any_window",
         (
             PROMOTION,
-            "(SELECT rr.room FROM mantle_rate_room(w.id, NULL, statement_timestamp()) rr)",
+            "(SELECT rr.room FROM mantle_rate_room(w.id, NULL, _now) rr)",
             "NULL::bigint",
         ),
     ),
