@@ -55,5 +55,12 @@ class Migration(migrations.Migration):
             "(bigint, integer, boolean, integer, boolean, integer, double precision)",
             reverse_sql=migrations.RunSQL.noop,
         ),
+        # Its arguments changed too (whether to count the queue ahead for the caller).
+        migrations.RunSQL(
+            sql="DROP FUNCTION IF EXISTS mantle_admit(uuid, bigint, bigint, bigint, jsonb, jsonb,"
+            " boolean, text, text, integer, integer, integer, integer, integer, integer, integer,"
+            " integer, text)",
+            reverse_sql=migrations.RunSQL.noop,
+        ),
         migrations.RunSQL(sql=sql.INSTALL, reverse_sql=migrations.RunSQL.noop),
     ]

@@ -22,9 +22,10 @@ from django.db import connection
 from core import locks
 from executions import metrics
 from executions.models import Rejection, Status
-from executions.services.admission import ConcurrencyLimitExceeded
+from executions.services.admission import ConcurrencyLimitExceeded, Decision
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, queries
+from executions.sql.rows import rows_as
 from teams.models import Team, effective_team_limit
 from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import WorkflowDefinition, WorkflowVersion
@@ -112,19 +113,25 @@ def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
                 "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
             },
         )
-        decisions = cursor.fetchall()
-        if any(decision[1] == Status.PENDING for decision in decisions):
+        decisions = rows_as(cursor, Decision)
+        if any(decision.outcome == Status.PENDING for decision in decisions):
             cursor.execute(queries["admit_batch_wake_workers"])
     for (index, run), decision in zip(admitted, decisions, strict=True):
-        _, outcome, scope, limit, name, retry_after, superseded = decision
-        if superseded is not None:
-            execution_finish(superseded, status=Status.CANCELLED, error=f"superseded by {run.id}")
-        if outcome == REJECTED:
+        if decision.superseded is not None:
+            execution_finish(
+                decision.superseded, status=Status.CANCELLED, error=f"superseded by {run.id}"
+            )
+        if decision.outcome == REJECTED:
+            scope = decision.scope
+            assert scope is not None  # mantle_admit names the limit of every rejection
             Rejection.objects.create(team=team, workflow=run.workflow, scope=scope)
             metrics.count_rejection(team=team.slug, workflow=run.workflow.name, scope=scope)
             outcomes[index] = ConcurrencyLimitExceeded(
-                scope=scope, limit=limit, name=name, retry_after=retry_after
+                scope=scope,
+                limit=decision.scope_limit,
+                name=decision.scope_name,
+                retry_after=decision.retry_after,
             )
         else:
-            outcomes[index] = outcome
+            outcomes[index] = decision.outcome
     return outcomes

@@ -16,7 +16,9 @@ Retention).
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +30,7 @@ from django.utils import timezone
 from executions import metrics
 from executions.models import Status
 from executions.sql import queries
+from executions.sql.rows import rows_as
 from workflows.models import WorkflowDefinition
 
 BATCH = 1000
@@ -36,6 +39,24 @@ DUTY = 0.5
 QUEUE_SAMPLES_KEPT = timedelta(hours=2)
 COMPLETED = [Status.COMPLETED.value]
 FAILED = [Status.FAILED.value, Status.CANCELLED.value, Status.TIMED_OUT.value]
+
+
+@dataclass(frozen=True)
+class Expired:
+    """What a workflow's pass would delete (retention.sql, expired_count)."""
+
+    executions: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """One batch (retention.sql, expired_batch_delete); `oversized`: the oldest expired
+    execution whose steps alone are more than a batch, none deleted, to thin first."""
+
+    executions: int
+    steps: int
+    oversized: uuid.UUID | None
 
 
 def prune(*, dry_run: bool = False, now: datetime | None = None) -> Counter[str]:
@@ -80,18 +101,20 @@ def _expired(
     with connection.cursor() as cursor:
         if dry_run:
             cursor.execute(queries["expired_count"], params)
-            executions, steps = cursor.fetchone()
-            return Counter({"executions": executions, "steps": steps})
+            (expired,) = rows_as(cursor, Expired)
+            return Counter({"executions": expired.executions, "steps": expired.steps})
         # Executions looked at per batch: as many as fit BATCH rows with the last batch's steps
         # per execution (the statement keeps whichever of them fit).
         take = BATCH
         while True:
             began = time.monotonic()
             cursor.execute(queries["expired_batch_delete"], {**params, "take": take})
-            executions, steps, oversized = cursor.fetchone()
-            if oversized is not None:
+            (batch,) = rows_as(cursor, Deleted)
+            executions, steps = batch.executions, batch.steps
+            if batch.oversized is not None:
                 cursor.execute(
-                    queries["expired_steps_of_delete"], {**params, "execution_id": oversized}
+                    queries["expired_steps_of_delete"],
+                    {**params, "execution_id": batch.oversized},
                 )
                 steps = cursor.rowcount
             _pace(time.monotonic() - began)

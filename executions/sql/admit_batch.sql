@@ -7,7 +7,7 @@
 -- this one statement: the team's admission locks are taken by the first and held to the batch's
 -- commit, so the batch is admitted as its executions would be one after another, limits decided
 -- then.
-SELECT r.id, a.outcome, a.scope, a.scope_limit, a.scope_name, a.retry_after, a.superseded
+SELECT a.*
   FROM unnest(%(ids)s::uuid[], %(workflow_ids)s::bigint[], %(version_ids)s::bigint[],
               %(inputs)s::jsonb[], %(triggers)s::jsonb[], %(idempotency_keys)s::text[],
               %(concurrency_keys)s::text[], %(priorities)s::int[], %(key_limits)s::int[],
@@ -18,7 +18,7 @@ SELECT r.id, a.outcome, a.scope, a.scope_limit, a.scope_name, a.retry_after, a.s
     r.id, %(team_id)s, r.workflow_id, r.version_id, r.inputs, r.trigger, false,
     r.idempotency_key, r.concurrency_key, r.priority, r.key_limit, %(default_team_limit)s,
     %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s, %(key_namespace)s,
-    r.key_lock, %(lock_timeout)s) AS a
+    r.key_lock, %(lock_timeout)s, false) AS a
  ORDER BY r.ord
 
 -- name: admit_batch_wake_workers

@@ -17,7 +17,8 @@ CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
     _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
     _priority int, _evaluated_key_limit int, _default_team_limit int, _team_namespace int, _limit_namespace int,
-    _workflow_namespace int, _key_namespace int, _key_lock int, _lock_timeout text)
+    _workflow_namespace int, _key_namespace int, _key_lock int, _lock_timeout text,
+    _with_position boolean)
 RETURNS TABLE(outcome text, scope text, scope_limit int, scope_name text, retry_after int,
               admitted_at timestamptz, queue_position bigint, superseded uuid)
 LANGUAGE plpgsql VOLATILE
@@ -280,14 +281,17 @@ BEGIN
             _created_at,
             -- Its place once the superseded one (older: ahead unless of lower priority) is gone.
             -- Its place in its key's queue (its workflow's when unkeyed), in promotion order:
-            -- higher priority first, FIFO among equals.
+            -- higher priority first, FIFO among equals. A count of the queue ahead of it, so
+            -- only when the caller answers with it (not a batch: docs/performance.md, figure 11).
+            CASE WHEN _with_position THEN
             (SELECT count(*) FROM executions_execution e
               WHERE e.workflow_id = _workflow_id AND e.concurrency_key = _concurrency_key
                 AND e.status = 'queued'
                 AND (e.priority > _priority
                      OR e.priority = _priority AND (e.created_at, e.id) <= (_created_at, _id)))
             - (SELECT count(*) FROM executions_execution v
-                WHERE v.id = _superseded AND v.priority >= _priority),
+                WHERE v.id = _superseded AND v.priority >= _priority)
+            END,
             _superseded;
     END IF;
 END

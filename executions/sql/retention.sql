@@ -36,7 +36,7 @@ gone AS (
     DELETE FROM executions_execution e USING doomed d
      WHERE e.id = d.id AND e.status = ANY(%(statuses)s)
     RETURNING 1)
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM steps),
+SELECT (SELECT count(*) FROM gone) AS executions, (SELECT count(*) FROM steps) AS steps,
        (SELECT c.id FROM candidates c WHERE NOT EXISTS (SELECT 1 FROM doomed)
          ORDER BY c.completed_at, c.id LIMIT 1) AS oversized
 
@@ -48,9 +48,9 @@ DELETE FROM executions_stepexecution WHERE id IN (
 
 -- name: expired_count
 -- What expired_batch_delete would delete, in all its batches.
-SELECT count(*),
+SELECT count(*) AS executions,
        coalesce(sum((SELECT count(*) FROM executions_stepexecution s
-                      WHERE s.execution_id = e.id)), 0)
+                      WHERE s.execution_id = e.id)), 0) AS steps
   FROM executions_execution e
  WHERE e.workflow_id = %(workflow_id)s AND e.status = ANY(%(statuses)s)
    AND e.completed_at < %(cutoff)s
