@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -20,6 +23,13 @@ from engine import dispatch, runner
 from executions.models import Status, StepStatus
 
 logger = logging.getLogger(__name__)
+
+
+def new_owner() -> str:
+    """A worker process's name on the leases it holds: its host, pid and a nonce (a restarted
+    process with a reused pid is another owner)."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
 
 # An attempt whose lease could not be renewed stops this long before the lease can run out (at
 # most a tenth of the lease: a short lease's renewal, slow but answered, is not cut short).

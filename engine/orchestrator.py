@@ -28,13 +28,11 @@ from django.db.models import Count, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from core.caches import BoundedCache
-from engine import dispatch
+from engine import dispatch, specs
 from executions.models import Execution, Status, StepExecution, StepStatus
 from executions.services import claims, lifecycle
 from teams.selectors import step_limit_ids, step_rates
 from workflows.expressions import ExpressionError, evaluate_condition, render
-from workflows.models import WorkflowVersion
 from workflows.schema import StepSpec, WorkflowSpec
 
 logger = logging.getLogger(__name__)
@@ -44,27 +42,6 @@ DONE = frozenset(
 )
 LIVE = frozenset({StepStatus.PENDING, StepStatus.WAITING, StepStatus.RUNNING})
 FANOUT_WINDOW = 1000  # branch rows of one fan-out pending or running at once, at most
-
-
-_SPECS: BoundedCache[int, WorkflowSpec] = BoundedCache()
-
-
-def spec_by_id(version_id: int) -> WorkflowSpec:
-    """The spec of a version known by its id, read once per process."""
-    spec = _SPECS.get(version_id)
-    if spec is None:
-        raw = WorkflowVersion.objects.values_list("spec", flat=True).get(id=version_id)
-        spec = _keep(version_id, raw)
-    return spec
-
-
-def spec_kept(version_id: int) -> WorkflowSpec | None:
-    """The spec if this process has read it already (no query)."""
-    return _SPECS.get(version_id)
-
-
-def _keep(version_id: int, raw: dict[str, Any]) -> WorkflowSpec:
-    return _SPECS.put(version_id, WorkflowSpec.from_dict(raw))
 
 
 def expression_context(
@@ -255,7 +232,7 @@ def _advance(
 ) -> tuple[str, str] | None:
     """Plan the execution's next steps (appended to `created`, for its caller to insert); its
     terminal (status, error) when it ends."""
-    spec = spec_by_id(execution.version_id)
+    spec = specs.spec_by_id(execution.version_id)
     deadline = workflow_deadline(execution, spec)
     if deadline is not None and timezone.now() >= deadline:
         return Status.TIMED_OUT, f"workflow timed out after {spec.timeout:g}s"

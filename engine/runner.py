@@ -16,6 +16,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,7 +27,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
-from engine import dispatch, orchestrator
+from engine import dispatch, orchestrator, specs
 from engine.actions import Action, ActionContext, ActionFailed, get_action
 from executions.models import Execution, StepExecution, StepStatus
 from executions.services import claims
@@ -67,7 +68,7 @@ class Settlement:
 def prepare_kept(claim: dispatch.Claim) -> Prepared | Outcome | None:
     """`prepare` without a query, or None when that needs one: the spec is not yet read in this
     process, or the params read an expression."""
-    spec = orchestrator.spec_kept(claim.version_id)
+    spec = specs.spec_kept(claim.version_id)
     if spec is None:
         return None
     step_spec = _step_spec(spec, claim)
@@ -78,7 +79,7 @@ def prepare_kept(claim: dispatch.Claim) -> Prepared | Outcome | None:
 
 def prepare(claim: dispatch.Claim) -> Prepared | Outcome:
     """The action and its rendered params; an Outcome when the step cannot run at all."""
-    spec = orchestrator.spec_by_id(claim.version_id)
+    spec = specs.spec_by_id(claim.version_id)
     step_spec = _step_spec(spec, claim)
     try:
         params = _params(claim, step_spec)
@@ -244,9 +245,39 @@ def _settle_rows(settlements: list[Settlement]) -> list[claims.Settle]:
 def _retry_delay(claim: dispatch.Claim, outcome: Outcome) -> float | None:
     if outcome.status != StepStatus.FAILED or not outcome.retryable:
         return None
-    retry = _step_spec(orchestrator.spec_by_id(claim.version_id), claim).retry
+    retry = _step_spec(specs.spec_by_id(claim.version_id), claim).retry
     if claim.attempt >= retry.max_attempts:
         return None
     if retry.backoff == "exponential":
         return min(BACKOFF_BASE * 2 ** (claim.attempt - 1), BACKOFF_CAP)
     return BACKOFF_BASE
+
+
+def steps_claim(
+    claim: Callable[[str, int], list[dispatch.Claim]], owner: str, limit: int
+) -> list[dispatch.Claim]:
+    """Claim steps, and read the specs of versions this process has not seen (once each)."""
+    if limit <= 0:
+        return []
+    claims = claim(owner, limit)
+    for version_id in {claim.version_id for claim in claims}:
+        specs.spec_by_id(version_id)
+    return claims
+
+
+def settle_then_claim(
+    settlements: list[Settlement], owner: str, room: int
+) -> tuple[set[int], list[dispatch.Claim], set[uuid.UUID]]:
+    """Settle (settle_freeing: completed attempts end in a statement of their own, their
+    executions are left to advance), then claim the waiting limited steps that now fit (in a
+    transaction of its own: the claim takes its limits' locks holding nothing, docs/limits.md,
+    Step scope): the steps settled, the claims, and the executions still to advance."""
+    settled, unadvanced = settle_freeing(settlements)
+    try:
+        return settled, steps_claim(dispatch.steps_claim_limited, owner, room), unadvanced
+    except Exception:
+        # The settle committed: its NOTIFY wakes the claimer, which claims what this could not,
+        # and the caller still advances what it ended.
+        connection.close()
+        logger.exception("claiming after a settle failed; the claimer claims instead")
+        return settled, [], unadvanced

@@ -37,11 +37,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
-import socket
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -76,10 +73,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def new_owner() -> str:
-    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return function(*args, **kwargs)
@@ -105,7 +98,7 @@ class _Settling:
 class StepWorker:
     def __init__(self, *, slots: int, claimer_lock: str | None = None) -> None:
         self.slots = slots
-        self.owner = new_owner()
+        self.owner = leases.new_owner()
         self.held: dict[int, leases.Held] = {}
         self.stopping = False
         # Settle batches, and the params of steps that read expressions.
@@ -193,7 +186,7 @@ class StepWorker:
         free = self._reserve(0)
         try:
             limited = await self._on(
-                self.claims, _steps_claim, dispatch.steps_claim_limited, self.owner, free
+                self.claims, runner.steps_claim, dispatch.steps_claim_limited, self.owner, free
             )
             free -= self._hold(limited, limited=True)
             started, first = await self._on(
@@ -206,7 +199,7 @@ class StepWorker:
             free -= self._hold(first)
             wanted = free
             claims = await self._on(
-                self.claims, _steps_claim, dispatch.steps_claim, self.owner, wanted
+                self.claims, runner.steps_claim, dispatch.steps_claim, self.owner, wanted
             )
             free -= self._hold(claims)
         finally:
@@ -317,7 +310,7 @@ class StepWorker:
         settlements = [settlement for settlement, _ in batch]
         try:
             settled, claims, unadvanced = await self._on(
-                pool, _settle_then_claim, settlements, self.owner, room
+                pool, runner.settle_then_claim, settlements, self.owner, room
             )
         except Exception:
             self.reserved -= room
@@ -391,36 +384,6 @@ class StepWorker:
 
     def __str__(self) -> str:
         return f"worker {self.owner}"
-
-
-def _steps_claim(
-    claim: Callable[[str, int], list[dispatch.Claim]], owner: str, limit: int
-) -> list[dispatch.Claim]:
-    """Claim steps, and read the specs of versions this process has not seen (once each)."""
-    if limit <= 0:
-        return []
-    claims = claim(owner, limit)
-    for version_id in {claim.version_id for claim in claims}:
-        orchestrator.spec_by_id(version_id)
-    return claims
-
-
-def _settle_then_claim(
-    settlements: list[runner.Settlement], owner: str, room: int
-) -> tuple[set[int], list[dispatch.Claim], set[uuid.UUID]]:
-    """Settle (runner.settle_freeing: completed attempts end in a statement of their own, their
-    executions are left to advance), then claim the waiting limited steps that now fit (in a
-    transaction of its own: the claim takes its limits' locks holding nothing, docs/limits.md,
-    Step scope): the steps settled, the claims, and the executions still to advance."""
-    settled, unadvanced = runner.settle_freeing(settlements)
-    try:
-        return settled, _steps_claim(dispatch.steps_claim_limited, owner, room), unadvanced
-    except Exception:
-        # The settle committed: its NOTIFY wakes the claimer, which claims what this could not,
-        # and the caller still advances what it ended.
-        connection.close()
-        logger.exception("claiming after a settle failed; the claimer claims instead")
-        return settled, [], unadvanced
 
 
 async def _serve(worker: StepWorker) -> None:
