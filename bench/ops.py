@@ -18,7 +18,6 @@ taken in the same run:
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from bench import capacity, database, fixtures
+from bench import ops_load as load
 from bench.engine import _on_mantle
 from bench.measure import Measure
 from bench.report import Report, Row, median, percentile
@@ -37,7 +37,6 @@ from executions.services import bulk, retention
 from executions.services.admission import execution_admit
 from executions.services.pauses import workflow_pause_set
 
-CLIENTS = 16
 LIMIT = 20
 PRUNE_RATE_GOAL, PRUNE_P99_GOAL = 0.8, 2.0
 RESUME_GOAL_MS = 50.0
@@ -55,29 +54,6 @@ class Sizes:
     day_per_hour: int = 5_000
 
 
-TABLES_SIZE_SQL = """
-SELECT pg_total_relation_size('executions_execution')
-     + pg_total_relation_size('executions_stepexecution')
-"""
-
-FINISHED_SQL = """
-WITH made AS (
-INSERT INTO executions_execution
-       (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, error,
-        concurrency_key, priority, created_at, started_at, completed_at)
-SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, %(status)s, '{}', '{}',
-       false, '', '', 0, %(at)s, %(at)s, %(at)s
-  FROM generate_series(1, %(rows)s) g
-RETURNING id)
-INSERT INTO executions_stepexecution
-       (execution_id, team_id, name, status, attempt, output, error, lease_owner, limit_ids,
-        limit_units, rate_units, rate_key, created_at, completed_at)
-SELECT id, %(team_id)s, s, 'completed', 1, '{"rows": [1, 2, 3], "text": "an output"}', '', '',
-       '{}', '{}', 0, '', %(at)s, %(at)s
-  FROM made, unnest(%(steps)s::text[]) s
-"""
-
-
 SCHEDULED_SQL = """
 INSERT INTO executions_execution
        (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, error,
@@ -88,79 +64,14 @@ SELECT gen_random_uuid(), %(team_id)s, %(workflow_id)s, %(version_id)s, 'schedul
 """
 
 
-def _finished(
-    target: fixtures.Target, rows: int, *, at: object, status: str = "completed", steps: int = 1
-) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            FINISHED_SQL,
-            {
-                "team_id": target.team.id,
-                "workflow_id": target.workflow.id,
-                "version_id": target.workflow.current_version_id,
-                "status": status,
-                "rows": rows,
-                "at": at,
-                "steps": [f"s{n}" for n in range(steps)],
-            },
-        )
-
-
-def _admissions(targets: list[fixtures.Target], seconds: float) -> tuple[float, list[float]]:
-    """Admissions per second by CLIENTS threads for `seconds`, and each one's latency (ms)."""
-    latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
-    deadline = time.perf_counter() + seconds
-    errors: list[BaseException] = []
-
-    def client(index: int) -> None:
-        rng = random.Random(index)
-        try:
-            while time.perf_counter() < deadline:
-                target = targets[rng.randrange(len(targets))]
-                began = time.perf_counter()
-                execution_admit(team=target.team, workflow=target.workflow)
-                latencies[index].append((time.perf_counter() - began) * 1000)
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    start = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    every = [latency for own in latencies for latency in own]
-    return len(every) / (time.perf_counter() - start), every
-
-
-def _clear_admitted(targets: list[fixtures.Target]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "DELETE FROM executions_execution WHERE workflow_id = ANY(%s) AND status IN "
-            "('pending', 'queued')",
-            [[t.workflow.id for t in targets]],
-        )
-        cursor.execute("VACUUM (ANALYZE) executions_execution")
-
-
-def _tables_mb() -> float:
-    with connection.cursor() as cursor:
-        cursor.execute(TABLES_SIZE_SQL)
-        return float(cursor.fetchone()[0]) / 2**20
-
-
 def pruning_under_load(results: Report, *, hot: list[fixtures.Target], finished: int) -> None:
     database.truncate_executions()
     old = timezone.now() - timedelta(days=400)
-    _finished(hot[0], finished, at=old)
-    _clear_admitted(hot)
-    rate_alone, latency_alone = _admissions(hot, PRUNE_WINDOW)
-    _clear_admitted(hot)
-    size_before = _tables_mb()
+    load.finished_rows(hot[0], finished, at=old)
+    load.clear_admitted(hot)
+    rate_alone, latency_alone = load.admissions(hot, PRUNE_WINDOW)
+    load.clear_admitted(hot)
+    size_before = load.tables_mb()
     pruned: dict[str, float] = {}
 
     def prune() -> None:
@@ -174,13 +85,14 @@ def pruning_under_load(results: Report, *, hot: list[fixtures.Target], finished:
 
     pruner = threading.Thread(target=prune)
     pruner.start()
-    rate, latency = _admissions(hot, PRUNE_WINDOW)
+    rate, latency = load.admissions(hot, PRUNE_WINDOW)
     overlapped = pruner.is_alive()
     pruner.join()
-    _clear_admitted(hot)  # and VACUUM
-    size_pruned = _tables_mb()
+    load.clear_admitted(hot)  # and VACUUM
+    size_pruned = load.tables_mb()
     label = (
-        f"{finished:,} finished (+1 step each) pruned while the hot team admits, {CLIENTS} clients"
+        f"{finished:,} finished (+1 step each) pruned while the hot team admits, "
+        f"{load.CLIENTS} clients"
     )
     results.add(
         Row(
@@ -239,7 +151,7 @@ def pause_takes_effect(results: Report, *, target: fixtures.Target, cycles: int 
 
     pauser = threading.Thread(target=pause_midway)
     pauser.start()
-    _admissions([target], 2.0)
+    load.admissions([target], 2.0)
     pauser.join()
     late = Execution.objects.filter(workflow=workflow, pending_at__gt=paused_at[0]).count()
     held = Execution.objects.filter(workflow=workflow, blocked_by="paused").count()
@@ -264,7 +176,8 @@ def pause_takes_effect(results: Report, *, target: fixtures.Target, cycles: int 
     results.add(
         Row(
             "11",
-            f"pause mid-flood ({CLIENTS} clients): pending after the pause's commit (every row)",
+            f"pause mid-flood ({load.CLIENTS} clients): pending after the pause's commit "
+            "(every row)",
             f"{late}",
             f"{held} held by the pause",
             "",
@@ -309,7 +222,7 @@ def bulk_replay(results: Report, *, replays: int) -> None:
 
     def replayed(base: str) -> Measure:
         target = fixtures.Target(team=limited.team, workflow=limited)
-        _finished(target, replays, at=timezone.now(), status=Status.FAILED, steps=0)
+        load.finished_rows(target, replays, at=timezone.now(), status=Status.FAILED, steps=0)
         stop = threading.Event()
         sampler = threading.Thread(target=_holders_sampler, args=(limited.id, most, stop))
         sampler.start()
@@ -417,14 +330,14 @@ def day_sizes(results: Report, *, per_hour: int) -> None:
         start = timezone.now() - timedelta(hours=24)
         for hour in range(24):
             at = start + timedelta(hours=hour)
-            _finished(target, per_hour * 9 // 10, at=at, steps=3)
-            _finished(target, per_hour // 10, at=at, status=Status.FAILED, steps=3)
+            load.finished_rows(target, per_hour * 9 // 10, at=at, steps=3)
+            load.finished_rows(target, per_hour // 10, at=at, status=Status.FAILED, steps=3)
             if name == "day-pruned":
                 retention.prune(now=at + timedelta(hours=1))
             with connection.cursor() as cursor:
                 cursor.execute("VACUUM executions_execution, executions_stepexecution")
         with connection.cursor() as cursor:
-            cursor.execute(TABLES_SIZE_SQL)
+            cursor.execute(load.TABLES_SIZE_SQL)
             sizes[name] = cursor.fetchone()[0] / 2**20
             cursor.execute("SELECT count(*) FROM executions_execution")
             sizes[f"{name} rows"] = cursor.fetchone()[0]
