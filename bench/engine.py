@@ -26,6 +26,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from bench import capacity, cpu, database, floor, holding, memory, servers
+from bench import engine_rows as rows
 from bench.measure import Measure
 from bench.report import Report, Row, percentile
 from executions.models import TERMINAL, Execution
@@ -41,8 +42,6 @@ LIMITED_GOAL = 4.0  # times DBOS's completions per second
 PROMOTION_GOAL_MS = 50.0
 MEMORY_GOAL_MB = 300.0  # RSS of one step worker with 1,000 steps in flight
 DBOS_POLLING_MS = 1000.0
-CPU_GOAL_MS = 3.5  # per no-op execution through the service, every process (bench.cpu)
-FLOOR_GOAL = 0.5  # no-ops through the service over pgbench's floor (bench.floor)
 FLOOR_SECONDS = 5  # a DBOS queue's default polling_interval_sec
 
 
@@ -215,106 +214,6 @@ def _pairs(sizes: Sizes, url: str) -> dict[str, Pair]:
     return pairs
 
 
-def _seconds(measure: Measure) -> str:
-    if measure.finished:
-        return f"{measure.seconds:.1f} s"
-    return f"> {measure.seconds:.0f} s ({measure.done:,} of {measure.count:,} done)"
-
-
-def _speed(ours: Measure, theirs: Measure) -> str:
-    """Mantle's speed over DBOS's (its time over ours): above 1, Mantle is ahead."""
-    ratio = theirs.seconds / ours.seconds
-    return f"{ratio:.2f}" if ours.finished else f"< {ratio:.2f}"
-
-
-def _timed_row(
-    figure: str, scenario: str, ours: Measure, theirs: Measure, goal_s: float, at_once: int
-) -> Row:
-    met = (
-        ours.finished and not ours.failed and ours.seconds < goal_s and ours.max_running >= at_once
-    )
-    return Row(
-        figure,
-        scenario,
-        f"{_seconds(ours)}, {ours.max_running:,} at once",
-        f"{_seconds(theirs)}, {theirs.max_running:,} at once",
-        _speed(ours, theirs),
-        f"< {goal_s:.0f} s, {at_once:,} at once",
-        "yes" if met else "NO",
-    )
-
-
-def _rate(measure: Measure) -> str:
-    rate = f"{measure.rate:,.1f} /s"
-    return rate if measure.finished else f"{rate} ({measure.done:,} of {measure.count:,} done)"
-
-
-def _rate_row(
-    figure: str, scenario: str, ours: Measure, theirs: Measure, goal: str, met: bool
-) -> Row:
-    return Row(
-        figure,
-        scenario,
-        _rate(ours),
-        _rate(theirs),
-        f"{ours.rate / theirs.rate:.2f}",
-        goal,
-        "yes" if met and ours.finished and not ours.failed else "NO",
-    )
-
-
-def _cpu_row(scenario: str, ours: Measure, theirs: Measure, goal_ms: float | None) -> Row:
-    mine = sum(ours.cpu_seconds.values()) * 1000 / ours.done if ours.done else float("nan")
-    peer = sum(theirs.cpu_seconds.values()) * 1000 / theirs.done if theirs.done else float("nan")
-    return Row(
-        "6 throughput",
-        f"CPU per execution, {scenario} (bench.cpu: user + system of every process)",
-        cpu.per_execution_ms(ours.cpu_seconds, ours.done),
-        cpu.per_execution_ms(theirs.cpu_seconds, theirs.done),
-        f"{peer / mine:.2f}",
-        f"≤ {goal_ms:.1f} ms" if goal_ms else "",
-        ("yes" if mine <= goal_ms else "NO") if goal_ms else "",
-    )
-
-
-def _cpu_and_floor(
-    report: Report,
-    http: Measure,
-    theirs_http: Measure,
-    service: Measure,
-    theirs_service: Measure,
-    the_floor: floor.Floor,
-) -> None:
-    """CPU per no-op execution beside DBOS's (the ratio: its CPU over ours), then the no-op
-    rates over the floor (bench.floor)."""
-    report.add(_cpu_row("one-step no-op over HTTP", http, theirs_http, None))
-    report.add(_cpu_row("one-step no-op through the service", service, theirs_service, CPU_GOAL_MS))
-    floor_name = (
-        f"pgbench's floor: the insert, claim and finish of one execution, three commits,"
-        f" {floor.CLIENTS} clients"
-    )
-    report.add(
-        Row(
-            "6 throughput",
-            f"no-op executions through the service (vs {floor_name})",
-            f"{service.rate:,.1f} /s",
-            f"{the_floor.rate:,.1f} /s, PostgreSQL {the_floor.cpu_ms:.2f} ms CPU each",
-            f"{service.rate / the_floor.rate:.2f}",
-            f"≥ {FLOOR_GOAL:.2f}",
-            "yes" if service.rate / the_floor.rate >= FLOOR_GOAL else "NO",
-        )
-    )
-    report.add(
-        Row(
-            "6 throughput",
-            "no-op executions over HTTP (vs the same floor)",
-            f"{http.rate:,.1f} /s",
-            f"{the_floor.rate:,.1f} /s",
-            f"{http.rate / the_floor.rate:.2f}",
-        )
-    )
-
-
 def run(report: Report, *, sizes: Sizes) -> None:
     with holding.server() as url:
         pairs = _pairs(sizes, url)
@@ -324,7 +223,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
         in_one, rss_mb = _in_one_worker(calls, sizes.steps)
     s = sizes
     report.add(
-        _timed_row(
+        rows.timed_row(
             "5 capacity",
             f"{s.steps:,} http/request steps, each held {holding.HOLD:.0f} s by a local server",
             *pairs["capacity"],
@@ -337,7 +236,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
             "5 capacity",
             f"memory: the same {s.steps:,} steps in one step worker (slots_per_worker"
             f" {s.steps:,}): its peak RSS",
-            f"{rss_mb:.0f} MB, {in_one.max_running:,} at once, {_seconds(in_one)}",
+            f"{rss_mb:.0f} MB, {in_one.max_running:,} at once, {rows.seconds(in_one)}",
             "",
             "",
             f"< {MEMORY_GOAL_MB:.0f} MB, {s.steps:,} at once",
@@ -348,7 +247,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
     )
     (http, theirs_http), (service, theirs_service) = pairs["http"], pairs["service"]
     report.add(
-        _rate_row(
+        rows.rate_row(
             "6 throughput",
             f"{s.noops:,} one-step no-op executions over HTTP, {capacity.CLIENTS} clients",
             http,
@@ -358,7 +257,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
         )
     )
     report.add(
-        _rate_row(
+        rows.rate_row(
             "6 throughput",
             f"{s.noops:,} one-step no-op executions through the service, "
             f"{capacity.CLIENTS} threads",
@@ -368,9 +267,9 @@ def run(report: Report, *, sizes: Sizes) -> None:
             service.rate >= SERVICE_GOAL,
         )
     )
-    _cpu_and_floor(report, http, theirs_http, service, theirs_service, the_floor)
+    rows.cpu_and_floor(report, http, theirs_http, service, theirs_service, the_floor)
     report.add(
-        _timed_row(
+        rows.timed_row(
             "6 throughput",
             f"one execution fanning out {s.branches:,} branches of a {s.branch_seconds:g} s "
             f"sleep, max_parallel {s.max_parallel}",
@@ -382,7 +281,7 @@ def run(report: Report, *, sizes: Sizes) -> None:
     limited, theirs_limited = pairs["limited"]
     ratio = limited.rate / theirs_limited.rate
     report.add(
-        _rate_row(
+        rows.rate_row(
             "6 throughput",
             f"burst of {s.burst} under a limit of {s.limit}, {s.work_seconds:g} s of work each:"
             " completions",
