@@ -381,18 +381,19 @@ def test_a_waiting_step_and_its_limit_show_live(sign_in, make_team):
 def test_a_bulk_replays_progress_updates_live(sign_in, make_team, make_workflow):
     team = make_team("payments")
     workflow = make_workflow(team, "charge")
-    for _ in range(30):
+    total = bulk.REPLAY_BATCH + 5  # two batches: a replay from the start admits REPLAY_BATCH
+    for _ in range(total):
         ExecutionFactory(workflow=workflow, status=Status.FAILED)
     made = bulk.bulk_create(
-        team=team, action=bulk.REPLAY, where=bulk.BulkFilter(status=Status.FAILED), limit=100
+        team=team, action=bulk.REPLAY, where=bulk.BulkFilter(status=Status.FAILED), limit=total
     )
     page = sign_in("ann", teams=(team,))
     row = page.locator(f'tr[data-bulk="{made.id}"]')
-    expect(row.get_by_test_id("bulk-progress")).to_have_text("0 / 30")
+    expect(row.get_by_test_id("bulk-progress")).to_have_text(f"0 / {total}")
     bulk._batch(made.id)
-    expect(row.get_by_test_id("bulk-progress")).to_have_text(f"{bulk.BATCH} / 30")
+    expect(row.get_by_test_id("bulk-progress")).to_have_text(f"{bulk.REPLAY_BATCH} / {total}")
     expect(row.get_by_test_id("bulk-status")).to_have_text("running")
     while bulk._batch(made.id) is not None:
         pass
-    expect(row.get_by_test_id("bulk-progress")).to_have_text("30 / 30")
+    expect(row.get_by_test_id("bulk-progress")).to_have_text(f"{total} / {total}")
     expect(row.get_by_test_id("bulk-status")).to_have_text("completed")

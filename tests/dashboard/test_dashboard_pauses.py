@@ -67,22 +67,25 @@ def test_pausing_is_refused_as_cancelling_is(client, make_team, make_workflow):
 def test_the_progress_of_a_bulk_action_shows_on_the_team_panel(
     client, team, make_workflow, make_user
 ):
+    """Two batches: a replay from the start admits REPLAY_BATCH at a time."""
     workflow = make_workflow(team)
-    for _ in range(30):
+    total = bulk.REPLAY_BATCH + 5
+    for _ in range(total):
         ExecutionFactory(workflow=workflow, status="failed")
     made = bulk.bulk_create(
-        team=team, action=bulk.REPLAY, where=bulk.BulkFilter(status="failed"), limit=100
+        team=team, action=bulk.REPLAY, where=bulk.BulkFilter(status="failed"), limit=total
     )
     client.force_login(make_user("ann", teams=(team,)))
     live = reverse("dashboard:live")
     page = client.get(live).content.decode()
     assert f'data-bulk="{made.id}"' in page
-    assert '<span class="num" data-testid="bulk-progress">0 / 30</span>' in page
+    assert f'<span class="num" data-testid="bulk-progress">0 / {total}</span>' in page
     bulk._batch(made.id)
     page = client.get(live).content.decode()
-    assert f'data-testid="bulk-progress">{bulk.BATCH} / 30</span>' in page
+    assert f'data-testid="bulk-progress">{bulk.REPLAY_BATCH} / {total}</span>' in page
+    assert 'data-testid="bulk-status">running</span>' in page
     while bulk._batch(made.id) is not None:
         pass
     page = client.get(live).content.decode()
-    assert 'data-testid="bulk-progress">30 / 30</span>' in page
+    assert f'data-testid="bulk-progress">{total} / {total}</span>' in page
     assert 'data-testid="bulk-status">completed</span>' in page
