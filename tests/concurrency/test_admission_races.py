@@ -15,7 +15,7 @@ from executions.services import promotion
 from executions.services.admission import ConcurrencyLimitExceeded, execution_admit
 from executions.services.lifecycle import execution_finish
 from teams.models import Team
-from tests.concurrency.harness import run_in_threads
+from tests.concurrency.harness import run_in_threads, status_or_deadlock
 
 T = TypeVar("T")
 
@@ -25,8 +25,12 @@ LIMIT = 3
 
 
 def admit_or_reject(team: Team, workflow) -> str:
+    """The admission's status, "rejected", or "deadlock" (harness.is_deadlock: the lockless
+    mutants only; the locked tests' outcome checks refuse it)."""
     try:
-        return execution_admit(team=team, workflow=workflow).execution.status
+        return status_or_deadlock(
+            lambda: execution_admit(team=team, workflow=workflow).execution.status
+        )
     except ConcurrencyLimitExceeded:
         return "rejected"
 

@@ -9,7 +9,7 @@ import pytest
 from executions.models import Execution
 from executions.services.admission import execution_admit
 from teams.models import Team
-from tests.concurrency.harness import KeySampler, run_in_threads
+from tests.concurrency.harness import KeySampler, run_in_threads, status_or_deadlock
 from tests.concurrency.test_admission_races import drain, with_completions
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,9 @@ KEYED = (
 def flood(team: Team, workflow) -> list[str]:
     def admit(n: int) -> str:
         inputs = {"plan": "pro" if n % 2 else "free"}
-        return execution_admit(team=team, workflow=workflow, inputs=inputs).execution.status
+        return status_or_deadlock(
+            lambda: execution_admit(team=team, workflow=workflow, inputs=inputs).execution.status
+        )
 
     jobs = [(lambda n=n: admit(n)) for n in range(ADMISSIONS)]
     return with_completions([workflow], lambda: run_in_threads(jobs, threads=16))

@@ -12,7 +12,7 @@ from django.db import connections
 from executions.models import Execution, Status
 from executions.services.admission import execution_admit
 from teams.models import Team
-from tests.concurrency.harness import KeySampler, run_in_threads
+from tests.concurrency.harness import KeySampler, run_in_threads, status_or_deadlock
 from tests.concurrency.test_admission_races import drain, with_completions
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,7 +32,9 @@ def admit(team: Team, workflow, n: int) -> str:
     """The n-th admission of the flood: keys come in bursts of ten, as a customer's webhooks do,
     so admissions of one key race each other."""
     inputs = {"customer": f"c{n * KEYS // ADMISSIONS}"}
-    return execution_admit(team=team, workflow=workflow, inputs=inputs).execution.status
+    return status_or_deadlock(
+        lambda: execution_admit(team=team, workflow=workflow, inputs=inputs).execution.status
+    )
 
 
 def flood_threads(team: Team, workflow) -> list[str]:

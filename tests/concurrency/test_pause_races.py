@@ -12,7 +12,6 @@ from datetime import datetime
 
 import pytest
 from django.db import OperationalError, connection, connections
-from psycopg import errors as pg_errors
 
 from core import locks
 from executions.models import Execution, Status
@@ -25,7 +24,7 @@ from executions.services.pauses import (
 )
 from teams.models import NamedLimit
 from teams.services import named_limit_set
-from tests.concurrency.harness import run_in_threads
+from tests.concurrency.harness import is_deadlock, run_in_threads
 from tests.concurrency.test_admission_races import (
     assert_promoted_in_fifo_order,
     drain,
@@ -86,7 +85,7 @@ class PauseCycles(threading.Thread):
         try:
             change = self.pause(paused)
         except OperationalError as error:
-            if isinstance(error.__cause__, pg_errors.DeadlockDetected):
+            if is_deadlock(error):
                 self.deadlocks += 1
                 return None
             if not locks.is_busy(error):
@@ -113,7 +112,10 @@ class PauseCycles(threading.Thread):
             return int(cursor.fetchone()[0])
 
 
-def flood_pausing(team, workflow, pause: Callable[[bool], PauseChange]) -> PauseCycles:
+def flood_pausing(
+    team, workflow, pause: Callable[[bool], PauseChange], *, locked: bool = True
+) -> PauseCycles:
+    """`locked` False: the lockless mutant, whose admissions may also end in a deadlock."""
     cycles = PauseCycles(team.id, pause)
     cycles.start()
     jobs = [lambda: admit_or_busy(team, workflow)] * ADMISSIONS
@@ -121,7 +123,7 @@ def flood_pausing(team, workflow, pause: Callable[[bool], PauseChange]) -> Pause
         outcomes = with_completions([workflow], lambda: run_in_threads(jobs, threads=16))
     finally:
         cycles.stop()
-    assert set(outcomes) <= {"pending", "queued", "busy"}
+    assert set(outcomes) <= {"pending", "queued", "busy"} | (set() if locked else {"deadlock"})
     return cycles
 
 
@@ -132,6 +134,8 @@ def admit_or_busy(team, workflow) -> str:
     try:
         return execution_admit(team=team, workflow=workflow).status
     except OperationalError as error:
+        if is_deadlock(error):
+            return "deadlock"
         if not locks.is_busy(error):
             raise
         return "busy"
@@ -181,7 +185,9 @@ def test_without_locks_executions_become_pending_after_a_pause(
     read the pause state before it committed become pending after it."""
     team = make_team()
     workflow = make_workflow(team)
-    cycles = flood_pausing(team, workflow, lambda paused: TARGETS["workflow"](workflow, paused))
+    cycles = flood_pausing(
+        team, workflow, lambda paused: TARGETS["workflow"](workflow, paused), locked=False
+    )
     late = cycles.pending_while_paused()
     print(
         f"\nwithout locks: {late} became pending while paused ({cycles.cycles} pauses, "
