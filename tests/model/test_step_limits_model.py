@@ -1,6 +1,6 @@
 """Model-based test of step-scope limits (docs/limits.md, Step scope): random interleavings of
 admissions, claims, hand-offs (a worker settling limited attempts and claiming at once what the
-freed units let in, engine.worker's own path), finishes, cancels and lost leases (the reaper's
+freed units let in: engine.runner.settle_then_claim, the worker's own path), finishes, cancels and
 pass), against the real database, checked after every step against a plain Python model:
 steps of 1 and 2 units over two named limits, one step listing both.
 
@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from engine import dispatch, orchestrator, reaper, runner, worker
+from engine import dispatch, orchestrator, reaper, runner
 from executions.models import Execution, StepExecution, StepStatus
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_cancel
@@ -157,7 +157,7 @@ class StepLimitsModel(RuleBasedStateMachine):
             for s in batch
             if s.claim is not None
         ]
-        settled, claims, unadvanced = worker._settle_then_claim(settlements, owner, room)
+        settled, claims, unadvanced = runner.settle_then_claim(settlements, owner, room)
         assert settled == {s.id for s in batch}
         orchestrator.advance_many(unadvanced)  # the worker's next step, on a settle thread
         for step in batch:
@@ -285,7 +285,7 @@ def test_the_step_model_catches_a_mutant(mantle_config, monkeypatch, mutant):
             room = "(_free ->> u.id::text)::int < u.units"
             stack.enter_context(claim_mutated(room, "(_free ->> u.id::text)::int + 1 < u.units"))
         else:
-            monkeypatch.setattr(worker, "_steps_claim", lambda claim, owner, limit: [])
+            monkeypatch.setattr(runner, "steps_claim", lambda claim, owner, limit: [])
         with pytest.raises(AssertionError) as caught:
             run_state_machine_as_test(
                 StepLimitsModelAgainstAMutant,
