@@ -1,7 +1,8 @@
 """Model-based test of step-scope limits (docs/limits.md, Step scope): random interleavings of
 admissions, claims, hand-offs (a worker settling limited attempts and claiming at once what the
 freed units let in: engine.runner.settle_then_claim, the worker's own path), finishes, cancels and
-pass), against the real database, checked after every step against a plain Python model:
+lost leases (the reaper's pass), against the real database, checked after every step against a
+plain Python model:
 steps of 1 and 2 units over two named limits, one step listing both.
 
 Invariants: every step's status and owner are the model's; the units held of every limit stay
