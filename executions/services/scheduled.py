@@ -19,6 +19,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ from executions.models import Execution, Status
 from executions.services.batch_admission import Run, admit_batch
 from executions.services.lifecycle import execution_finish
 from executions.sql import queries
+from executions.sql.rows import rows_as
 from teams.models import Team
 from workflows.admission_values import priority_value
 from workflows.models import WorkflowDefinition
@@ -120,56 +122,68 @@ def scheduled_admit_due(*, budget: float = PASS_BUDGET) -> int:
             return handled  # none due, or another clock holds them
 
 
+@dataclass(frozen=True)
+class _Due:
+    """A due run, locked (scheduled.sql, scheduled_due_lock); inputs and trigger as JSON text."""
+
+    id: uuid.UUID
+    workflow_id: int
+    inputs: str
+    trigger: str
+    priority: int
+    idempotency_key: str | None
+    version_id: int
+    run_at: datetime
+
+
 def _admit_batch(team_id: int) -> int:
     """One batch of a team's due runs, in one transaction; how many it handled."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(queries["scheduled_due_lock"], {"team_id": team_id, "batch": BATCH})
-        due = cursor.fetchall()
+        due = rows_as(cursor, _Due)
         if not due:
             return 0
         team = Team.objects.get(id=team_id)
         workflows = WorkflowDefinition.objects.select_related("current_version").in_bulk(
-            {row[1] for row in due}
+            {row.workflow_id for row in due}
         )
         runs = [
             Run(
-                id=execution_id,
-                workflow=workflows[workflow_id],
-                version=workflows[workflow_id].applied_version,
-                inputs=json.loads(inputs),
-                trigger=json.loads(trigger),
-                priority=priority,
-                idempotency_key=key,
+                id=row.id,
+                workflow=workflows[row.workflow_id],
+                version=workflows[row.workflow_id].applied_version,
+                inputs=json.loads(row.inputs),
+                trigger=json.loads(row.trigger),
+                priority=row.priority,
+                idempotency_key=row.idempotency_key,
             )
-            for execution_id, workflow_id, inputs, trigger, priority, key, *_ in due
+            for row in due
         ]
         cursor.execute(queries["scheduled_delete"], {"ids": [run.id for run in runs]})
         outcomes = admit_batch(team, runs)
         admitted = [
-            (run.id, run_at)
-            for run, (*_, run_at), outcome in zip(runs, due, outcomes, strict=True)
+            row
+            for row, outcome in zip(due, outcomes, strict=True)
             if not isinstance(outcome, Exception)
         ]
         cursor.execute(
             queries["scheduled_run_at"],
-            {"ids": [id_ for id_, _ in admitted], "run_ats": [at for _, at in admitted]},
+            {"ids": [row.id for row in admitted], "run_ats": [row.run_at for row in admitted]},
         )
-        for run, (*_, priority, _, version_id, run_at), outcome in zip(
-            runs, due, outcomes, strict=True
-        ):
+        for run, row, outcome in zip(runs, due, outcomes, strict=True):
             if isinstance(outcome, Exception):
                 # Rejected, or refused by a version applied since: back, and failed.
                 Execution.objects.create(
                     id=run.id,
                     team=team,
                     workflow=run.workflow,
-                    version_id=version_id,
+                    version_id=row.version_id,
                     status=Status.SCHEDULED,
                     inputs=run.inputs,
                     trigger=run.trigger,
-                    priority=priority,
+                    priority=row.priority,
                     idempotency_key=run.idempotency_key,
-                    run_at=run_at,
+                    run_at=row.run_at,
                 )
                 _refused(run.id, outcome)
     return len(due)
