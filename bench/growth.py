@@ -108,32 +108,21 @@ def _load(sql: str, target: fixtures.Target, rows: int) -> None:
         )
 
 
-def _clear_admitted(*targets: fixtures.Target) -> None:
-    """Remove what the rounds admitted, keep the loaded rows; VACUUM so dead index entries of
-    deleted rows do not slow the next round."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "DELETE FROM executions_execution WHERE workflow_id = ANY(%s) AND status IN "
-            "('pending', 'queued', 'running')",
-            [[target.workflow.id for target in targets]],
-        )
-        cursor.execute("TRUNCATE django_q_ormq, executions_rejection")
-        cursor.execute("VACUUM (ANALYZE) executions_execution")
-
-
 def _rates(
     targets: list[fixtures.Target], *, clients: int, seconds: int, rounds: int
 ) -> list[float]:
     rates = []
     for _ in range(rounds):
-        _clear_admitted(targets[0])
+        fixtures.clear_admitted(targets[0])
         rates.append(throughput.service(targets, clients=clients, seconds=seconds))
     return rates
 
 
 def _promotions(chain: fixtures.Target, samples: int) -> list[float]:
     """Promotion latencies of the chain workflow (bench.promotion), its finished rows kept."""
-    return promotion.promotion_in_process(chain, samples, clear=lambda: _clear_admitted(chain))
+    return promotion.promotion_in_process(
+        chain, samples, clear=lambda: fixtures.clear_admitted(chain)
+    )
 
 
 def run(

@@ -68,9 +68,9 @@ def pruning_under_load(results: Report, *, hot: list[fixtures.Target], finished:
     database.truncate_executions()
     old = timezone.now() - timedelta(days=400)
     load.finished_rows(hot[0], finished, at=old)
-    load.clear_admitted(hot)
+    fixtures.clear_admitted(*hot)
     rate_alone, latency_alone = load.admissions(hot, PRUNE_WINDOW)
-    load.clear_admitted(hot)
+    fixtures.clear_admitted(*hot)
     size_before = load.tables_mb()
     pruned: dict[str, float] = {}
 
@@ -88,7 +88,7 @@ def pruning_under_load(results: Report, *, hot: list[fixtures.Target], finished:
     rate, latency = load.admissions(hot, PRUNE_WINDOW)
     overlapped = pruner.is_alive()
     pruner.join()
-    load.clear_admitted(hot)  # and VACUUM
+    fixtures.clear_admitted(*hot)  # and VACUUM
     size_pruned = load.tables_mb()
     label = (
         f"{finished:,} finished (+1 step each) pruned while the hot team admits, "

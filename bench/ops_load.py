@@ -86,16 +86,6 @@ def admissions(targets: list[fixtures.Target], seconds: float) -> tuple[float, l
     return len(every) / (time.perf_counter() - start), every
 
 
-def clear_admitted(targets: list[fixtures.Target]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "DELETE FROM executions_execution WHERE workflow_id = ANY(%s) AND status IN "
-            "('pending', 'queued')",
-            [[t.workflow.id for t in targets]],
-        )
-        cursor.execute("VACUUM (ANALYZE) executions_execution")
-
-
 def tables_mb() -> float:
     with connection.cursor() as cursor:
         cursor.execute(TABLES_SIZE_SQL)
