@@ -274,17 +274,17 @@ BEGIN
            AND l.blocked_by IS DISTINCT FROM
                CASE WHEN f.workflow_id IS NULL THEN 'workflow' ELSE 'key' END;
     ELSE
-        -- Else, what blocks each execution still queued: its debounce while it lasts; else a
-        -- pause (its
-        -- team's or workflow's, or its first paused named limit by name: blocked_by_limit);
+        -- Else, what blocks each execution still queued: its debounce while it lasts
         -- (not_before cleared once it has passed: by now(), the transaction's time, as
-        -- mantle_fair_heads judged it, so none is cleared that was not yet due when the heads were
-        -- chosen); else the team when it is full; else the first (by name) of their named limits
-        -- that is full; else their key when it holds all its slots (the queued one's stored
-        -- key_limit, else max_parallel_per_key of its workflow's current version); else their rate
-        -- window when it is full; else their workflow.
-        -- The sets are MATERIALIZED: inlined, the planner (which guesses one queued row for a team)
-        -- re-ran them for every queued row, O(queue²): 420 ms with 1,000 queued, 17 ms once each.
+        -- mantle_fair_heads judged it, so none is cleared that was not yet due when the heads
+        -- were chosen); else a pause (its team's or workflow's, or its first paused named limit
+        -- by name: blocked_by_limit); else the team when it is full; else the first (by name) of
+        -- their named limits that is full; else their key when it holds all its slots (the
+        -- queued one's stored key_limit, else max_parallel_per_key of its workflow's current
+        -- version); else their rate window when it is full; else their workflow.
+        -- The sets are MATERIALIZED: inlined, the planner (which guesses one queued row for a
+        -- team) re-ran them for every queued row, O(queue²): 420 ms with 1,000 queued, 17 ms
+        -- once each.
         WITH full_limits AS MATERIALIZED (
             SELECT l.id, l.name
               FROM teams_namedlimit l CROSS JOIN LATERAL mantle_limit_room(l.id) r
