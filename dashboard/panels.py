@@ -4,6 +4,7 @@ running executions in order, and the progress of bulk actions."""
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -24,7 +25,6 @@ from executions.selectors import (
     teams_busiest_keys,
     teams_queues,
 )
-from executions.services.promotion import across_workflows
 from teams.models import Team
 
 # The admin's permissions: viewing executions, and changing them (its cancel action).
@@ -168,7 +168,10 @@ def _in_promotion_order(rows: list[QueuedRow], limit: int) -> dict[int, list[Que
             for queue in fair[team_id].values()
         ]
         waiting = sorted(debounced[team_id], key=attrgetter("not_before", "id"))
-        ordered = [head[3] for head in across_workflows(queues)] + waiting
+        # The workflows' fair orders merged as mantle_promote merges them: the workflow whose
+        # next one has the higher priority, then is the older, first; heapq.merge compares the
+        # heads of its lists only, so each keeps its fair order.
+        ordered = [head[3] for head in heapq.merge(*queues)] + waiting
         teams[team_id] = [
             QueuedExecution(
                 id=r.id,

@@ -13,13 +13,10 @@ named limit has no free slot (services/pauses.py).
 
 from __future__ import annotations
 
-import heapq
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TypeVar
+from datetime import timedelta
 
 from django.db import OperationalError, connection, transaction
 
@@ -119,13 +116,3 @@ def queue_promote_waiting_for_time() -> int:
         cursor.execute(queries["teams_waiting_for_time"])
         team_ids = sorted(row[0] for row in cursor.fetchall())
     return sum(len(queue_promote(team_id, trigger="clock")) for team_id in team_ids)
-
-
-Head = TypeVar("Head", bound=tuple[int, datetime, uuid.UUID, object])
-
-
-def across_workflows(queues: Iterable[list[Head]]) -> Iterator[Head]:
-    """The workflows' queues, each (-priority, created_at, id, …) in its fair order, merged as
-    promotion takes them: the workflow whose next one has the higher priority, then is the
-    older, first. heapq.merge compares the heads of its lists only: each keeps its fair order."""
-    return heapq.merge(*queues)
