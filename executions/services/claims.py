@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -44,9 +44,9 @@ class Expired:
     owner: str
 
 
-@dataclass(frozen=True)
-class _ExpiredRow(Claim):
-    lease_owner: str
+def _expired(lease_owner: str, **claim: Any) -> Expired:
+    """A steps_expired row: a claim's columns and the owner that lost it."""
+    return Expired(Claim(**claim), lease_owner)
 
 
 @dataclass(frozen=True)
@@ -127,12 +127,7 @@ def steps_expired() -> list[Expired]:
     """Running attempts whose lease expired, with the owner that lost them."""
     with connection.cursor() as cursor:
         cursor.execute(queries["steps_expired"])
-        rows = rows_as(cursor, _ExpiredRow)
-    claim_fields = [field.name for field in fields(Claim)]
-    return [
-        Expired(Claim(**{name: getattr(row, name) for name in claim_fields}), row.lease_owner)
-        for row in rows
-    ]
+        return rows_as(cursor, _expired)
 
 
 def attempts_settle(settles: list[Settle]) -> dict[int, uuid.UUID]:
