@@ -148,6 +148,34 @@ def _spec(version: WorkflowVersion) -> WorkflowSpec:
     return _SPECS.get_or_make(key, lambda: WorkflowSpec.from_dict(version.spec))
 
 
+@dataclass(frozen=True)
+class Values:
+    """What a run is admitted with, evaluated once from its inputs and trigger by its version:
+    its inputs with defaults, its concurrency key, its priority and its own key limit."""
+
+    inputs: dict[str, Any]
+    key: str
+    priority: int
+    key_limit: int | None
+
+
+def admission_values(
+    version: WorkflowVersion,
+    inputs: dict[str, Any] | None,
+    trigger: dict[str, Any],
+    priority: int | None,
+) -> Values:
+    """Raises workflows.schema.InvalidInputs when the version refuses the inputs."""
+    spec = _spec(version)
+    valid = validate_inputs(spec, inputs)
+    return Values(
+        inputs=valid,
+        key=concurrency_key_value(spec, inputs=valid, trigger=trigger),
+        priority=priority_value(spec, inputs=valid, trigger=trigger, given=priority),
+        key_limit=key_limit_value(spec, inputs=valid, trigger=trigger),
+    )
+
+
 # The row as mantle_admit inserted it is loaded as a query would load it, without a query;
 # named_limits (resolved by mantle_admit) and the reaper's counts of lost workers deferred.
 _DEFERRED = frozenset({"named_limits", "lost_leases", "lost_lease_owner"})
@@ -180,23 +208,20 @@ def execution_admit(
     `force` admits as pending whatever the limits; the execution then holds a slot like any other.
     """
     version = version or workflow.applied_version
-    spec = _spec(version)
-    warnings = tuple(undeclared_given(spec, inputs)) if isinstance(inputs, dict) else ()
-    inputs = validate_inputs(spec, inputs)
+    given = inputs
     trigger = trigger or {}
-    key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
-    priority = priority_value(spec, inputs=inputs, trigger=trigger, given=priority)
-    key_limit = key_limit_value(spec, inputs=inputs, trigger=trigger)
+    values = admission_values(version, given, trigger, priority)
+    warnings = tuple(undeclared_given(_spec(version), given)) if isinstance(given, dict) else ()
     try:
         admission = _admit_locked(
             team=team,
             workflow=workflow,
             version=version,
-            inputs=inputs,
+            inputs=values.inputs,
             trigger=trigger,
-            key=key,
-            priority=priority,
-            key_limit=key_limit,
+            key=values.key,
+            priority=values.priority,
+            key_limit=values.key_limit,
             force=force,
             idempotency_key=idempotency_key,
             resolved=resolved,

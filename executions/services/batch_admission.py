@@ -22,14 +22,17 @@ from django.db import connection
 from core import locks
 from executions import metrics
 from executions.models import Rejection, Status
-from executions.services.admission import ConcurrencyLimitExceeded, Decision
+from executions.services.admission import (
+    ConcurrencyLimitExceeded,
+    Decision,
+    admission_values,
+)
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, queries
 from executions.sql.rows import rows_as
 from teams.models import Team, effective_team_limit
-from workflows.admission_values import concurrency_key_value, key_limit_value, priority_value
 from workflows.models import WorkflowDefinition, WorkflowVersion
-from workflows.schema import InvalidInputs, WorkflowSpec, validate_inputs
+from workflows.schema import InvalidInputs
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,6 @@ def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
     """Admit `runs` (all of `team`) in the caller's transaction: for each, its status (pending
     or queued), InvalidInputs (not admitted: its version refuses its inputs) or
     ConcurrencyLimitExceeded (rejected: nothing written, the rejection recorded)."""
-    specs: dict[int, WorkflowSpec] = {}
     outcomes: list[str | Exception] = []
     params: dict[str, list[Any]] = {
         name: []
@@ -69,30 +71,22 @@ def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
     }
     admitted: list[tuple[int, Run]] = []
     for run in runs:
-        trigger = run.trigger
-        spec = specs.get(run.version.id) or specs.setdefault(
-            run.version.id, WorkflowSpec.from_dict(run.version.spec)
-        )
         try:
-            inputs = validate_inputs(spec, run.inputs)
+            values = admission_values(run.version, run.inputs, run.trigger, run.priority)
         except InvalidInputs as invalid:
             outcomes.append(invalid)
             continue
-        key = concurrency_key_value(spec, inputs=inputs, trigger=trigger)
         for name, value in (
             ("ids", run.id),
             ("workflow_ids", run.workflow.id),
             ("version_ids", run.version.id),
-            ("inputs", json.dumps(inputs)),
-            ("triggers", json.dumps(trigger)),
+            ("inputs", json.dumps(values.inputs)),
+            ("triggers", json.dumps(run.trigger)),
             ("idempotency_keys", run.idempotency_key),
-            ("concurrency_keys", key),
-            (
-                "priorities",
-                priority_value(spec, inputs=inputs, trigger=run.trigger, given=run.priority),
-            ),
-            ("key_limits", key_limit_value(spec, inputs=inputs, trigger=run.trigger)),
-            ("key_locks", locks.key_lock_id(run.workflow.id, key)),
+            ("concurrency_keys", values.key),
+            ("priorities", values.priority),
+            ("key_limits", values.key_limit),
+            ("key_locks", locks.key_lock_id(run.workflow.id, values.key)),
         ):
             params[name].append(value)
         admitted.append((len(outcomes), run))
