@@ -117,9 +117,9 @@ def _expired(
                     {**params, "execution_id": batch.oversized},
                 )
                 steps = cursor.rowcount
-            _pace(time.monotonic() - began)
             if executions == steps == 0:
                 return pruned
+            _pace(time.monotonic() - began)
             pruned.update(executions=executions, steps=steps)
             if executions:
                 take = max(1, min(BATCH, BATCH * executions // (executions + steps)))
@@ -152,9 +152,9 @@ def _in_batches(cursor: CursorWrapper, statement: str, params: dict[str, Any]) -
     while True:
         began = time.monotonic()
         cursor.execute(statement, params)
-        _pace(time.monotonic() - began)
         if cursor.rowcount <= 0:
             return deleted
+        _pace(time.monotonic() - began)
         deleted += cursor.rowcount
 
 
