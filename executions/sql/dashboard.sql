@@ -23,55 +23,15 @@ SELECT s.workflow_id,
 -- debounce, rank NULL, the soonest due first. With what blocks each: the named limit by name,
 -- the key by value, a debounce until when; and the priority and age that order the workflows'
 -- queues among each other.
--- The fair order (promotion's, docs/limits.md): the keys round-robin (unkeyed executions share
--- the key ''), each round taking the heads of higher priority first, then the key promoted
--- least recently first (never: before all others; ties: the older head first); within a key,
--- higher priority first, then FIFO. The keys with a queue are found by a loose index scan (one
--- probe of execution_key_queue per key), and each key's heads read no further than %(limit)s.
+-- The fair order is promotion's own, mantle_fair_queue (mantle_fair_queue.sql, docs/limits.md).
 -- tests/dashboard checks that promotion then takes the queue in this order.
 SELECT e.id, e.team_id, w.name AS workflow, h.rank, e.blocked_by,
        extract(epoch FROM statement_timestamp() - e.created_at)::float8 AS wait_seconds,
        e.blocked_by_limit, e.concurrency_key, e.not_before, e.priority, e.created_at
   FROM (SELECT DISTINCT workflow_id FROM executions_execution
          WHERE team_id = ANY(%(team_ids)s) AND status = 'queued') wq
- CROSS JOIN LATERAL (
-        WITH RECURSIVE keys(key) AS (
-            (SELECT concurrency_key FROM executions_execution
-              WHERE workflow_id = wq.workflow_id AND status = 'queued'
-              ORDER BY concurrency_key LIMIT 1)
-            UNION ALL
-            SELECT (SELECT x.concurrency_key FROM executions_execution x
-                     WHERE x.workflow_id = wq.workflow_id AND x.status = 'queued'
-                       AND x.concurrency_key > keys.key
-                     ORDER BY x.concurrency_key LIMIT 1)
-              FROM keys WHERE keys.key IS NOT NULL
-        )
-        SELECT q.id,
-               row_number() OVER (ORDER BY q.round, q.priority DESC, k.last_promoted,
-                                           q.created_at, q.id) AS rank
-          FROM (SELECT keys.key,
-                       -- Its latest promotion, which its key's turn remembers after retention
-                       -- deleted the rows (mantle_fair_heads.sql); never: -infinity.
-                       (SELECT coalesce(greatest(max(p.promoted_at),
-                                                 (SELECT t.last_promoted_at
-                                                    FROM executions_keyturn t
-                                                   WHERE t.workflow_id = wq.workflow_id
-                                                     AND t.concurrency_key = keys.key)),
-                                        '-infinity')
-                          FROM executions_execution p
-                         WHERE p.workflow_id = wq.workflow_id AND p.concurrency_key = keys.key
-                           AND p.promoted_at IS NOT NULL) AS last_promoted
-                  FROM keys WHERE keys.key IS NOT NULL) k
-         CROSS JOIN LATERAL (
-                SELECT x.id, x.priority, x.created_at,
-                       row_number() OVER (ORDER BY x.priority DESC, x.created_at, x.id) AS round
-                  FROM executions_execution x
-                 WHERE x.workflow_id = wq.workflow_id AND x.concurrency_key = k.key
-                   AND x.status = 'queued' AND (x.not_before IS NULL OR x.not_before <= now())
-                 ORDER BY x.priority DESC, x.created_at, x.id
-                 LIMIT %(limit)s) q
-         ORDER BY rank
-         LIMIT %(limit)s) h
+ -- Every slot free: no key limit, no stored key limits, no rate per key.
+ CROSS JOIN LATERAL mantle_fair_queue(wq.workflow_id, 0, false, %(limit)s, false, now()) h
   JOIN executions_execution e ON e.id = h.id
   JOIN workflows_workflowdefinition w ON w.id = e.workflow_id
 UNION ALL
