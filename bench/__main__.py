@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
         "--embedded", action="store_true", help="use the embedded PostgreSQL under .mantle/"
     )
     parser.add_argument(
+        "--update",
+        action="store_true",
+        help="with --only: replace those figures' rows and notes in bench/RESULTS.md",
+    )
+    parser.add_argument(
         "--no-write",
         action="store_true",
         help="do not write bench/RESULTS.md (a run of some figures, --only, never writes it)",
@@ -214,7 +219,10 @@ def main(argv: list[str]) -> None:
     print(report.table(results.rows))
     for note in results.notes:
         print(f"note: {note}")
-    if options.no_write or not set(figures) <= only:
+    if options.update and not options.no_write:
+        report.update(results, figures=only | ({6} if 5 in only else set()), settings=settings)
+        print(f"{sorted(only)} updated in {report.RESULTS}")
+    elif options.no_write or not set(figures) <= only:
         # A run of some figures (--only) would replace the full run's table with a part of it.
         print(f"{report.RESULTS} not written (--no-write, or not every figure ran)")
     else:

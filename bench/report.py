@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -88,3 +90,42 @@ def write(report: Report, *, machine: dict[str, str], settings: str) -> None:
         "in the same run; latencies are over every sample of the run.\n\n"
         f"## Notes\n{notes}\n"
     )
+
+
+# The figures a results row, a note or a rerun line speaks of: "10", "5 capacity",
+# "figures 5 and 6: ...", "Figures 10, 11 rerun ...".
+_FIGURES = re.compile(r"^(?:[Ff]igures? )?(\d+(?:(?:, | and )\d+)*)")
+
+
+def _figures_of(text: str) -> set[int]:
+    match = _FIGURES.match(text)
+    return {int(n) for n in re.findall(r"\d+", match.group(1))} if match else set()
+
+
+def update(report: Report, *, figures: set[int], settings: str) -> None:
+    """RESULTS.md with the rows and notes of `figures` replaced by this run's (`python -m bench
+    --only ... --update`), every other figure's as the runs before left them, and a line naming
+    this run under the full run's."""
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = RESULTS.read_text().splitlines()
+    names = ", ".join(str(n) for n in sorted(figures))
+    load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    rerun = f"Figures {names} rerun ({settings}; load average at the end {load}), {now}."
+
+    def replaced(line: str, prefix: str) -> bool:
+        spoken_of = _figures_of(line[len(prefix) :]) if line.startswith(prefix) else set()
+        return bool(spoken_of) and spoken_of <= figures
+
+    first_row = next(i for i, line in enumerate(lines) if line.startswith("|---")) + 1
+    last_row = max(i for i, line in enumerate(lines) if line.startswith("| ")) + 1
+    rows = [line for line in lines[first_row:last_row] if not replaced(line, "| ")]
+    rows += ["| " + " | ".join(_cells(row)) + " |" for row in report.rows]
+    rows.sort(key=lambda line: min(_figures_of(line[2:]), default=0))
+    head = [line for line in lines[:first_row] if not replaced(line, "")]
+    after_full_run = next(i for i, line in enumerate(head) if line.startswith("`make bench`")) + 2
+    head[after_full_run:after_full_run] = [rerun, ""]
+    tail = [line for line in lines[last_row:] if not replaced(line, "- ")]
+    notes = [line for line in tail if line.startswith("- ")] + [f"- {n}" for n in report.notes]
+    notes.sort(key=lambda line: min(_figures_of(line[2:]), default=0))
+    tail = [line for line in tail if not line.startswith("- ")] + notes
+    RESULTS.write_text("\n".join(head + rows + tail) + "\n")
