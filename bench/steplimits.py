@@ -83,10 +83,9 @@ def _budget(measure_of: str, measure: Measure) -> UnitBudget:
 
 
 def _budget_note(budget: UnitBudget) -> str:
-    cycles = EXECUTIONS / LIMIT
-    lost_ms = (budget.total - EXECUTIONS * WORK_SECONDS) / cycles * 1000
+    lost_ms = (budget.total - EXECUTIONS * WORK_SECONDS) / EXECUTIONS * 1000
     shares = ", ".join(
-        f"{name} {seconds / cycles * 1000:.1f} ms"
+        f"{name} {seconds / EXECUTIONS * 1000:.1f} ms"
         for name, seconds in (
             ("before the first holders", budget.ramp),
             ("held beyond the work", budget.held - EXECUTIONS * WORK_SECONDS),
@@ -96,8 +95,9 @@ def _budget_note(budget: UnitBudget) -> str:
         )
     )
     return (
-        f"figure 10: of each of the {cycles:g} cycles of a unit of the step-scope run"
-        f" ({WORK_SECONDS * 1000:g} ms of work), {lost_ms:.1f} ms were lost: {shares}"
+        f"figure 10: the step-scope run's {LIMIT} units lost {lost_ms:.1f} ms per middle step"
+        f" (of the window's unit-seconds, those not spent in a step's {WORK_SECONDS * 1000:g} ms"
+        f" of work, over its {EXECUTIONS:,} steps): {shares}"
         f" (the k-th start paired with the (k-{LIMIT})-th end); a middle step held its unit"
         f" p50 {percentile(budget.holds_ms, 50):.1f} ms, p99 {percentile(budget.holds_ms, 99):.1f}"
         f" ms (from its claim's transaction to its end's), a unit idled p50"
