@@ -68,6 +68,7 @@ class UnitBudget:
     waiting: float
     starved: float
     tail: float
+    span: float  # from the first holder's start to the last holder's end
     holds_ms: list[float]
     idles_ms: list[float]  # one per pair, in start order
 
@@ -99,6 +100,7 @@ def unit_budget(
         waiting=waiting,
         starved=starved,
         tail=sum(ended - end for end in ends[-units:]),
+        span=ends[-1] - starts[0],
         holds_ms=[(end - start) * 1000 for _, start, end in steps],
         idles_ms=idles,
     )

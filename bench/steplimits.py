@@ -101,7 +101,9 @@ def _budget_note(budget: UnitBudget) -> str:
         f" (the k-th start paired with the (k-{LIMIT})-th end); a middle step held its unit"
         f" p50 {percentile(budget.holds_ms, 50):.1f} ms, p99 {percentile(budget.holds_ms, 99):.1f}"
         f" ms (from its claim's transaction to its end's), a unit idled p50"
-        f" {percentile(budget.idles_ms, 50):.1f} ms, p99 {percentile(budget.idles_ms, 99):.1f} ms"
+        f" {percentile(budget.idles_ms, 50):.1f} ms, p99 {percentile(budget.idles_ms, 99):.1f} ms;"
+        f" from the first middle step's start to the last one's end, {EXECUTIONS / budget.span:.1f}"
+        f" middle steps/s ({EXECUTIONS / budget.span / IDEAL:.2f} of the ideal)"
     )
 
 
