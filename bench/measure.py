@@ -4,6 +4,7 @@ processes and harnesses import it too."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
 
 
@@ -52,3 +53,54 @@ def handoffs_ms(intervals: list[tuple[float, float]], skip: int) -> list[float]:
         if i:
             gaps.append((start - ends[i - 1]) * 1000)
     return gaps
+
+
+@dataclass(frozen=True)
+class UnitBudget:
+    """Where a limit's unit-seconds (its units times the window) went: before each unit's first
+    holder started (ramp), held by steps (held), between a holder's end and the next holder's
+    start (idle: `waiting` when a step was already waiting at that end, `starved` when none was
+    yet), after each unit's last holder ended (tail). Units are interchangeable, so the k-th
+    start is paired with the (k - units)-th end; the sums do not depend on the pairing."""
+
+    ramp: float
+    held: float
+    waiting: float
+    starved: float
+    tail: float
+    span: float  # from the first holder's start to the last holder's end
+    holds_ms: list[float]
+    idles_ms: list[float]  # one per pair, in start order
+
+    @property
+    def total(self) -> float:
+        return self.ramp + self.held + self.waiting + self.starved + self.tail
+
+
+def unit_budget(
+    steps: list[tuple[float, float, float]], units: int, began: float, ended: float
+) -> UnitBudget:
+    """The budget of a limit of `units` over the window [began, ended], from its holders'
+    (created, started, ended) times; every holder ended."""
+    creates = sorted(created for created, _, _ in steps)
+    starts = sorted(start for _, start, _ in steps)
+    ends = sorted(end for _, _, end in steps)
+    waiting = starved = 0.0
+    idles = []
+    for start, freed in zip(starts[units:], ends, strict=False):
+        idle = start - freed
+        idles.append(idle * 1000)
+        if bisect_right(creates, freed) > bisect_right(starts, freed):
+            waiting += idle
+        else:
+            starved += idle
+    return UnitBudget(
+        ramp=sum(start - began for start in starts[:units]),
+        held=sum(end - start for _, start, end in steps),
+        waiting=waiting,
+        starved=starved,
+        tail=sum(ended - end for end in ends[-units:]),
+        span=ends[-1] - starts[0],
+        holds_ms=[(end - start) * 1000 for _, start, end in steps],
+        idles_ms=idles,
+    )

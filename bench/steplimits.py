@@ -24,7 +24,7 @@ from django.db.models import Max, Min
 
 from bench import capacity, prefect_server
 from bench.engine import _on_mantle, _progress
-from bench.measure import Measure, handoffs_ms
+from bench.measure import Measure, UnitBudget, handoffs_ms, unit_budget
 from bench.report import Report, Row, percentile
 from executions.models import Execution, StepExecution
 from teams.models import Team
@@ -67,6 +67,46 @@ def _handoffs_ms(measure_of: str) -> list[float]:
     return handoffs_ms(intervals, LIMIT)
 
 
+def _budget(measure_of: str, measure: Measure) -> UnitBudget:
+    """Where the limit's units went over the measured window (from the first submission to the
+    last completion), from the middle steps' created, started and completed times."""
+    rows = StepExecution.objects.filter(execution__workflow__name=measure_of, name="work")
+    steps = [
+        (created.timestamp(), started.timestamp(), completed.timestamp())
+        for created, started, completed in rows.values_list(
+            "created_at", "started_at", "completed_at"
+        )
+    ]
+    last = Execution.objects.filter(workflow__name=measure_of).aggregate(last=Max("completed_at"))
+    ended = last["last"].timestamp()
+    return unit_budget(steps, LIMIT, ended - measure.seconds, ended)
+
+
+def _budget_note(budget: UnitBudget) -> str:
+    lost_ms = (budget.total - EXECUTIONS * WORK_SECONDS) / EXECUTIONS * 1000
+    shares = ", ".join(
+        f"{name} {seconds / EXECUTIONS * 1000:.1f} ms"
+        for name, seconds in (
+            ("before the first holders", budget.ramp),
+            ("held beyond the work", budget.held - EXECUTIONS * WORK_SECONDS),
+            ("idle, a step waiting", budget.waiting),
+            ("idle, none waiting yet", budget.starved),
+            ("after the last holders", budget.tail),
+        )
+    )
+    return (
+        f"figure 10: the step-scope run's {LIMIT} units lost {lost_ms:.1f} ms per middle step"
+        f" (of the window's unit-seconds, those not spent in a step's {WORK_SECONDS * 1000:g} ms"
+        f" of work, over its {EXECUTIONS:,} steps): {shares}"
+        f" (the k-th start paired with the (k-{LIMIT})-th end); a middle step held its unit"
+        f" p50 {percentile(budget.holds_ms, 50):.1f} ms, p99 {percentile(budget.holds_ms, 99):.1f}"
+        f" ms (from its claim's transaction to its end's), a unit idled p50"
+        f" {percentile(budget.idles_ms, 50):.1f} ms, p99 {percentile(budget.idles_ms, 99):.1f} ms;"
+        f" from the first middle step's start to the last one's end, {EXECUTIONS / budget.span:.1f}"
+        f" middle steps/s ({EXECUTIONS / budget.span / IDEAL:.2f} of the ideal)"
+    )
+
+
 def run(results: Report) -> None:
     team = Team.objects.filter(slug=capacity.TEAM).first() or team_create(
         slug=capacity.TEAM, max_concurrent_executions=0
@@ -79,10 +119,12 @@ def run(results: Report) -> None:
     )
     handoffs: list[float] = []
     admitted: list[float] = []
+    budgets: list[UnitBudget] = []
 
     def stepped(base: str) -> Measure:
         measure = capacity.through_service(step_scope, EXECUTIONS)
         handoffs.extend(_handoffs_ms(step_scope.name))
+        budgets.append(_budget(step_scope.name, measure))
         span = Execution.objects.filter(workflow=step_scope).aggregate(
             first=Min("created_at"), last=Max("created_at")
         )
@@ -124,6 +166,7 @@ def run(results: Report) -> None:
         f"figure 10: the {EXECUTIONS:,} admissions of the step-scope run took {admitted[0]:.1f} s"
         f" (its ideal of {EXECUTIONS / IDEAL:g} s needs them at {IDEAL:g}/s or more)"
     )
+    results.notes.append(_budget_note(budgets[0]))
     _claim_cost(results)
     p99 = percentile(handoffs, 99)
     results.add(
