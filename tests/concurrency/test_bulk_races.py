@@ -12,6 +12,7 @@ from django.db.models import Count
 from django.db.models.query import QuerySet
 
 from executions.models import BulkAction, BulkStatus, Execution, Status
+from executions.services import bulk as bulk_service
 from executions.services.bulk import REPLAY, BulkFilter, bulk_advance, bulk_create
 from executions.services.pauses import workflow_pause_set
 from tests.concurrency.harness import run_in_threads
@@ -39,6 +40,13 @@ def clock_until_done(bulk: BulkAction) -> int:
     finally:
         connections.close_all()
     return handled
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replays 20 a batch: the replay spans 15 batches, so the pauses come between and during
+    many (at 200 a batch it took two, and as few pauses)."""
+    monkeypatch.setattr(bulk_service, "REPLAY_BATCH", 20)
 
 
 def replay_racing_pauses(team, workflow, sampler) -> tuple[BulkAction, PauseCycles, int]:
