@@ -122,6 +122,16 @@ def scheduled_admit_due(*, budget: float = PASS_BUDGET) -> int:
             return handled  # none due, or another clock holds them
 
 
+def scheduled_next_due() -> float | None:
+    """Seconds until the first scheduled run falls due (by the database's clock; 0 when one is
+    due now), None when none is scheduled: the engine clock wakes then rather than at its next
+    look, so a run's batch starts at its time."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["scheduled_next_due"])
+        (seconds,) = cursor.fetchone()
+    return None if seconds is None else max(0.0, seconds)
+
+
 @dataclass(frozen=True)
 class _Due:
     """A due run, locked (scheduled.sql, scheduled_due_lock); inputs and trigger as JSON text."""

@@ -9,6 +9,12 @@ SELECT team_id FROM executions_execution
  ORDER BY min(run_at)
  LIMIT %(teams)s
 
+-- name: scheduled_next_due
+-- Seconds (by the database's clock) until the first run falls due: negative when one is due
+-- now, NULL when none is scheduled. One probe of execution_scheduled.
+SELECT extract(epoch FROM min(run_at) - now())::float8 FROM executions_execution
+ WHERE status = 'scheduled'
+
 -- name: scheduled_due_lock
 -- At most %(batch)s of one team's due runs, oldest run_at first, locked: a second clock passes
 -- them over (SKIP LOCKED), and a cancel waits for this batch's commit, then finds them gone.
