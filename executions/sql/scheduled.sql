@@ -28,9 +28,3 @@ SELECT id, workflow_id, inputs, trigger, priority, idempotency_key, version_id, 
 -- name: scheduled_delete
 -- The batch's runs, gone before their admissions insert each under its own id again.
 DELETE FROM executions_execution WHERE id = ANY(%(ids)s::uuid[]) AND status = 'scheduled'
-
--- name: scheduled_run_at
--- Each admitted run keeps its run_at (mantle_admit inserts none).
-UPDATE executions_execution e SET run_at = r.run_at
-  FROM unnest(%(ids)s::uuid[], %(run_ats)s::timestamptz[]) AS r(id, run_at)
- WHERE e.id = r.id
