@@ -28,6 +28,7 @@ from engine import cron, reaper
 from executions.services import bulk, promotion, scheduled
 
 RESOLUTION = 0.25  # seconds between looks at what is due
+MIN_WAIT = 0.005  # seconds between two ticks at least
 STANDBY = 1.0  # seconds between attempts to take the clock over
 # Seconds the clock is held before it is taken again: a lock connection lost unnoticed (ticks
 # run on other connections) is found out within this.
@@ -51,28 +52,33 @@ def run_forever(stop: threading.Event) -> None:
                 end = time.monotonic() + SPAN
                 while held and not stop.is_set() and time.monotonic() < end:
                     # A lock whose connection is gone (a failover) may be another's by now.
-                    if lock.lost() or not _tick_safely(state):
+                    wait = None if lock.lost() else _tick_safely(state)
+                    if wait is None:
                         break  # take the lock again: its connection may be gone too
-                    stop.wait(RESOLUTION)
+                    stop.wait(wait)
         except Exception:
             logger.exception("engine clock could not take its lock")
         stop.wait(RESOLUTION if held else STANDBY)
     connection.close()
 
 
-def _tick_safely(state: dict[str, Any]) -> bool:
+def _tick_safely(state: dict[str, Any]) -> float | None:
+    """The tick's wait until the next (None: it failed)."""
     try:
-        tick(state)
+        return tick(state)
     except Exception:
         # One failed pass (e.g. the database restarting) must not stop the clock.
         logger.exception("engine clock tick failed")
         connection.close()
-        return False
-    return True
+        return None
 
 
-def tick(state: dict[str, Any]) -> None:
-    """Run what is due; `state` keeps when each job last ran (epoch seconds)."""
+def tick(state: dict[str, Any]) -> float:
+    """Run what is due; `state` keeps when each job last ran (epoch seconds). Seconds until the
+    next tick: RESOLUTION, or less when a delayed run falls due before then, so that its batch
+    starts at its time, not up to RESOLUTION later (docs/operations.md, Delayed runs); at least
+    MIN_WAIT, so that runs a pass left due (its budget spent) wait for the other jobs' turn
+    without a busy loop."""
     engine = settings.MANTLE.engine
     now = time.time()
     if _due(state, "reaper", engine.reaper_interval, now):
@@ -88,6 +94,8 @@ def tick(state: dict[str, Any]) -> None:
             since=datetime.fromtimestamp(since, UTC), until=datetime.fromtimestamp(now, UTC)
         )
         state["cron_until"] = now
+    next_due = scheduled.scheduled_next_due()
+    return RESOLUTION if next_due is None else min(RESOLUTION, max(MIN_WAIT, next_due))
 
 
 def _due(state: dict[str, Any], job: str, interval: float, now: float) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -38,7 +39,8 @@ from workflows.schema import InvalidInputs
 @dataclass(frozen=True)
 class Run:
     """One execution to admit: `version` (of `workflow`) is the one it runs, the limits are the
-    workflow's current version's; `priority` None: the workflow's."""
+    workflow's current version's; `priority` None: the workflow's. `run_at` (a delayed run's
+    time) and `replay_of` (a replay's original) are stored with it."""
 
     id: uuid.UUID
     workflow: WorkflowDefinition
@@ -47,6 +49,8 @@ class Run:
     trigger: dict[str, Any]
     priority: int | None = None
     idempotency_key: str | None = None
+    run_at: datetime | None = None
+    replay_of: uuid.UUID | None = None
 
 
 def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
@@ -67,6 +71,8 @@ def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
             "priorities",
             "key_limits",
             "key_locks",
+            "run_ats",
+            "replay_ofs",
         )
     }
     admitted: list[tuple[int, Run]] = []
@@ -87,6 +93,8 @@ def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
             ("priorities", values.priority),
             ("key_limits", values.key_limit),
             ("key_locks", locks.key_lock_id(run.workflow.id, values.key)),
+            ("run_ats", run.run_at),
+            ("replay_ofs", run.replay_of),
         ):
             params[name].append(value)
         admitted.append((len(outcomes), run))

@@ -8,7 +8,7 @@ A cancel, or a replay from the failed step, handles each execution through the n
 (execution_finish, execution_replay: the locks, limits, pauses and promotion of a single cancel
 or replay) in a savepoint of its own, BATCH at a time. A replay from the start admits its
 REPLAY_BATCH replays in one statement (services/batch_admission.py: each through mantle_admit,
-its limits and pauses decided as for a single replay) and links them to their originals. A
+its limits and pauses decided as for a single replay), each inserted linked to its original. A
 batch that fails or dies rolls back with its progress, so a restarted clock takes it again and
 no execution is handled twice. A replay batch holds its team's admission lock until it
 commits, so the batch sizes bound how long it can hold up the team's other admissions.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -39,7 +39,6 @@ from executions.services.replay import (
     VersionChanged,
     execution_replay,
 )
-from executions.sql import queries
 from teams.models import Team
 from workflows.models import WorkflowDefinition
 from workflows.schema import InvalidInputs
@@ -184,8 +183,8 @@ def _batch(bulk_id: uuid.UUID) -> int | None:
 
 
 def _replay_from_start(bulk: BulkAction, originals: list[Execution | None]) -> list[str | None]:
-    """Replays of the originals (None: pruned since) admitted in one statement and linked to
-    them; for each, why it was not replayed, else None."""
+    """Replays of the originals (None: pruned since) admitted in one statement, each inserted
+    linked to its original; for each, why it was not replayed, else None."""
     latest = bulk.options.get("version") == LATEST
     present = [original for original in originals if original is not None]
     runs = [
@@ -196,31 +195,18 @@ def _replay_from_start(bulk: BulkAction, originals: list[Execution | None]) -> l
             inputs=original.inputs,
             trigger=original.trigger,
             priority=original.priority,
+            replay_of=original.id,
         )
         for original in present
     ]
-    decided = dict(
-        zip(
-            (original.id for original in present),
-            zip(runs, admit_batch(bulk.team, runs), strict=True),
-            strict=True,
-        )
-    )
+    decided = dict(zip((run.replay_of for run in runs), admit_batch(bulk.team, runs), strict=True))
     errors: list[str | None] = []
-    replays, replayed = [], []
     for original in originals:
         if original is None:
             errors.append("pruned")
             continue
-        run, outcome = decided[original.id]
-        if isinstance(outcome, Exception):
-            errors.append(str(outcome))
-        else:
-            errors.append(None)
-            replays.append(run.id)
-            replayed.append(original.id)
-    with connection.cursor() as cursor:
-        cursor.execute(queries["bulk_replays_link"], {"ids": replays, "originals": replayed})
+        outcome = decided[original.id]
+        errors.append(str(outcome) if isinstance(outcome, Exception) else None)
     return errors
 
 

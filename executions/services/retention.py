@@ -34,8 +34,10 @@ from executions.sql.rows import rows_as
 from workflows.models import WorkflowDefinition
 
 BATCH = 1000
-# The share of a pass's time spent deleting; it sleeps the rest.
-DUTY = 0.5
+# The share of a pass's time spent deleting; it sleeps the rest. A deleting batch takes a core
+# from admission while it runs: at 0.5 the hot team admitted at 0.64-0.83 of its rate during a
+# pass on 2 cores, at 0.25-0.3 at 1.0-1.3 (docs/performance.md, figure 11).
+DUTY = 0.3
 QUEUE_SAMPLES_KEPT = timedelta(hours=2)
 COMPLETED = [Status.COMPLETED.value]
 FAILED = [Status.FAILED.value, Status.CANCELLED.value, Status.TIMED_OUT.value]

@@ -5,8 +5,8 @@ decided then.
 Due runs are admitted in batches of one team's, oldest run_at first (scheduled.sql): one
 transaction locks the batch's rows (SKIP LOCKED: a second clock passes them over), deletes them
 and admits, in one statement (services/batch_admission.py), an execution with each one's id,
-inputs, trigger, priority and Idempotency-Key through mantle_admit: either the batch commits and
-its scheduled rows are gone, or none of it happened. So however many clocks run, or die
+inputs, trigger, priority, Idempotency-Key and run_at through mantle_admit: either the batch
+commits and its scheduled rows are gone, or none of it happened. So however many clocks run, or die
 mid-pass and restart, each run is admitted once. The batch holds its team's admission locks
 until it commits, so BATCH bounds how long the team's other admissions wait. Rejected when due
 (a full `on_limit: reject` workflow, `on_pause: reject`, inputs a newer version refuses), a run
@@ -122,6 +122,16 @@ def scheduled_admit_due(*, budget: float = PASS_BUDGET) -> int:
             return handled  # none due, or another clock holds them
 
 
+def scheduled_next_due() -> float | None:
+    """Seconds until the first scheduled run falls due (by the database's clock; 0 when one is
+    due now), None when none is scheduled: the engine clock wakes then rather than at its next
+    look, so a run's batch starts at its time."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries["scheduled_next_due"])
+        (seconds,) = cursor.fetchone()
+    return None if seconds is None else max(0.0, seconds)
+
+
 @dataclass(frozen=True)
 class _Due:
     """A due run, locked (scheduled.sql, scheduled_due_lock); inputs and trigger as JSON text."""
@@ -156,20 +166,12 @@ def _admit_batch(team_id: int) -> int:
                 trigger=json.loads(row.trigger),
                 priority=row.priority,
                 idempotency_key=row.idempotency_key,
+                run_at=row.run_at,
             )
             for row in due
         ]
         cursor.execute(queries["scheduled_delete"], {"ids": [run.id for run in runs]})
         outcomes = admit_batch(team, runs)
-        admitted = [
-            row
-            for row, outcome in zip(due, outcomes, strict=True)
-            if not isinstance(outcome, Exception)
-        ]
-        cursor.execute(
-            queries["scheduled_run_at"],
-            {"ids": [row.id for row in admitted], "run_ats": [row.run_at for row in admitted]},
-        )
         for run, row, outcome in zip(runs, due, outcomes, strict=True):
             if isinstance(outcome, Exception):
                 # Rejected, or refused by a version applied since: back, and failed.

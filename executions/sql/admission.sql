@@ -88,7 +88,7 @@ SELECT * FROM mantle_admit(
     %(id)s, %(team_id)s, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb, %(trigger)s::jsonb,
     %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s, %(evaluated_key_limit)s,
     %(default_team_limit)s, %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s, %(key_namespace)s,
-    %(key_lock)s, %(lock_timeout)s, true)
+    %(key_lock)s, %(lock_timeout)s, true, NULL, NULL)
 
 -- name: admit_resolved
 -- One admission of a request whose key, workflow or hook a web process resolved from its cache
@@ -115,4 +115,4 @@ SELECT admitted.*
     %(id)s, resolved.team_id, %(workflow_id)s, %(version_id)s, %(inputs)s::jsonb,
     %(trigger)s::jsonb, %(forced)s, %(idempotency_key)s, %(concurrency_key)s, %(priority)s,
     %(evaluated_key_limit)s, %(default_team_limit)s, %(team_namespace)s, %(limit_namespace)s, %(workflow_namespace)s,
-    %(key_namespace)s, %(key_lock)s, %(lock_timeout)s, true) AS admitted
+    %(key_namespace)s, %(key_lock)s, %(lock_timeout)s, true, NULL, NULL) AS admitted

@@ -11,14 +11,16 @@
 -- they were granted.
 -- The room of each limit is read from mantle_room.sql, as promotion reads it: the rules are
 -- written once (docs/architecture.md, Where the rules live). Lock namespaces come in as
--- arguments (core.locks stays their single source).
+-- arguments (core.locks stays their single source). `_run_at` (a delayed run's time) and
+-- `_replay_of` (a replay's original) are only stored: the batch callers set them in the insert
+-- instead of updating each row after it (docs/performance.md, figure 11).
 
 CREATE OR REPLACE FUNCTION mantle_admit(
     _id uuid, _team_id bigint, _workflow_id bigint, _version_id bigint, _inputs jsonb,
     _trigger jsonb, _forced boolean, _idempotency_key text, _concurrency_key text,
     _priority int, _evaluated_key_limit int, _default_team_limit int, _team_namespace int, _limit_namespace int,
     _workflow_namespace int, _key_namespace int, _key_lock int, _lock_timeout text,
-    _with_position boolean)
+    _with_position boolean, _run_at timestamptz, _replay_of uuid)
 RETURNS TABLE(outcome text, scope text, scope_limit int, scope_name text, retry_after int,
               admitted_at timestamptz, queue_position bigint, superseded uuid)
 LANGUAGE plpgsql VOLATILE
@@ -267,12 +269,14 @@ BEGIN
     INSERT INTO executions_execution
            (id, team_id, workflow_id, version_id, status, inputs, trigger, forced, blocked_by,
             blocked_by_limit, named_limits, idempotency_key, concurrency_key, priority,
-            key_limit, error, created_at, queued_at, pending_at, not_before)
+            key_limit, error, created_at, queued_at, pending_at, not_before, run_at,
+            replay_of_id)
     VALUES (_id, _team_id, _workflow_id, _version_id, _status, _inputs, _trigger, _forced,
             _blocked_by, _blocked_by_limit, _named_limits, _idempotency_key, _concurrency_key,
             _priority, _evaluated_key_limit, '', _created_at,
             CASE WHEN _status = 'queued' THEN _created_at END,
-            CASE WHEN _status = 'pending' THEN _created_at END, _not_before);
+            CASE WHEN _status = 'pending' THEN _created_at END, _not_before, _run_at,
+            _replay_of);
     IF _status = 'pending' THEN
         RETURN QUERY SELECT _status, NULL::text, NULL::int, NULL::text, NULL::int, _created_at,
             NULL::bigint, _superseded;

@@ -9,6 +9,12 @@ SELECT team_id FROM executions_execution
  ORDER BY min(run_at)
  LIMIT %(teams)s
 
+-- name: scheduled_next_due
+-- Seconds (by the database's clock) until the first run falls due: negative when one is due
+-- now, NULL when none is scheduled. One probe of execution_scheduled.
+SELECT extract(epoch FROM min(run_at) - now())::float8 FROM executions_execution
+ WHERE status = 'scheduled'
+
 -- name: scheduled_due_lock
 -- At most %(batch)s of one team's due runs, oldest run_at first, locked: a second clock passes
 -- them over (SKIP LOCKED), and a cancel waits for this batch's commit, then finds them gone.
@@ -22,9 +28,3 @@ SELECT id, workflow_id, inputs, trigger, priority, idempotency_key, version_id, 
 -- name: scheduled_delete
 -- The batch's runs, gone before their admissions insert each under its own id again.
 DELETE FROM executions_execution WHERE id = ANY(%(ids)s::uuid[]) AND status = 'scheduled'
-
--- name: scheduled_run_at
--- Each admitted run keeps its run_at (mantle_admit inserts none).
-UPDATE executions_execution e SET run_at = r.run_at
-  FROM unnest(%(ids)s::uuid[], %(run_ats)s::timestamptz[]) AS r(id, run_at)
- WHERE e.id = r.id

@@ -16,12 +16,18 @@ import pytest
 from django.db import DatabaseError, IntegrityError
 from django.utils import timezone
 
+from engine import clock
 from executions.models import Execution, Status
 from executions.services import scheduled
 from executions.services.admission import execution_admit
 from executions.services.lifecycle import execution_cancel
 from executions.services.pauses import workflow_pause_set
-from executions.services.scheduled import execution_schedule, run_time, scheduled_admit_due
+from executions.services.scheduled import (
+    execution_schedule,
+    run_time,
+    scheduled_admit_due,
+    scheduled_next_due,
+)
 from executions.sql import queries
 from tests.api.conftest import client_of
 from tests.commands import exit_code, run
@@ -69,6 +75,18 @@ def test_a_due_run_is_admitted_with_its_id_through_the_limits(team, make_workflo
     assert [admitted[first.id].status, admitted[second.id].status] == ["pending", "queued"]
     assert admitted[second.id].run_at == second.run_at
     assert scheduled_admit_due() == 0
+
+
+def test_the_clock_looks_again_when_the_next_run_falls_due(team, make_workflow, monkeypatch):
+    monkeypatch.setattr(clock, "RESOLUTION", 60.0)  # a tick takes far less, however loaded
+    workflow = make_workflow(team)
+    assert scheduled_next_due() is None
+    assert clock.tick({}) == 60.0
+    execution_schedule(team=team, workflow=workflow, run_at=timezone.now() + timedelta(seconds=30))
+    assert 20 < scheduled_next_due() <= 30
+    assert 20 < clock.tick({}) <= 30  # at its time, not a look later
+    execution_schedule(team=team, workflow=workflow, run_at=timezone.now() - timedelta(hours=1))
+    assert scheduled_next_due() == 0  # one is due now
 
 
 def test_a_cancelled_delayed_run_never_runs(team, make_workflow):
