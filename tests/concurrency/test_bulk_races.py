@@ -73,11 +73,8 @@ def replay_racing_pauses(team, workflow, sampler) -> tuple[BulkAction, PauseCycl
 
 
 def test_a_bulk_replay_racing_a_pause_keeps_the_limit_and_the_pause(
-    make_team, make_workflow, sampler, monkeypatch
+    make_team, make_workflow, sampler
 ):
-    # Batches of 25: the pauses race a dozen batch admissions, not the two of 200 that admit
-    # the 300 within a few pauses.
-    monkeypatch.setattr(bulk_service, "REPLAY_BATCH", 25)
     team = make_team()
     workflow = make_workflow(team, limit=LIMIT)
     bulk, cycles, handled = replay_racing_pauses(team, workflow, sampler)
