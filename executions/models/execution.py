@@ -170,17 +170,30 @@ class Execution(models.Model):
             ),
             # What waits for a team, a named limit (by name) or a workflow slot: a newcomer queues
             # behind it (a key's long queue is not scanned for that); the first holds every label
-            # but the workflow's, for promotion's relabel (docs/performance.md, Keys at scale).
+            # but the workflow's and the key's, for promotion's relabel to see whether any is
+            # queued (docs/performance.md, Keys at scale).
             models.Index(
                 fields=["team", "blocked_by", "blocked_by_limit"],
                 name="execution_queue_labelled",
                 condition=Q(status=Status.QUEUED)
-                & Q(blocked_by__in=[b for b in BlockedBy if b != BlockedBy.WORKFLOW]),
+                & Q(
+                    blocked_by__in=[
+                        b for b in BlockedBy if b not in (BlockedBy.WORKFLOW, BlockedBy.KEY)
+                    ]
+                ),
             ),
+            # ... and, by key, what waits for a workflow slot or for its key's: promotion's
+            # relabel finds the keys labelled 'key' and reads a key's executions labelled
+            # otherwise than it judges the key.
             models.Index(
-                fields=["workflow"],
+                fields=["workflow", "concurrency_key"],
                 name="execution_workflow_blocked",
                 condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.WORKFLOW),
+            ),
+            models.Index(
+                fields=["workflow", "concurrency_key"],
+                name="execution_key_blocked",
+                condition=Q(status=Status.QUEUED, blocked_by=BlockedBy.KEY),
             ),
             # The queued holding a named limit: promotion reads which (none: one probe).
             models.Index(

@@ -59,6 +59,14 @@ DECLARE
     _promoted uuid[];
     _team_full boolean;
     _relabel_all boolean := false;
+    -- Each queued workflow in turn, with its key limit, for the relabel by keys.
+    _relabel_workflow_id bigint;
+    _relabel_per_key int;
+    -- Its keys to relabel: those that hold all their slots, those that do not, and those with
+    -- a queued execution that stored its own key limit (each of their queue judged by its own).
+    _full_keys text[];
+    _open_keys text[];
+    _stored_keys text[];
     _now timestamptz;
 BEGIN
     PERFORM pg_advisory_xact_lock(_team_namespace, _team_id::int)
@@ -213,66 +221,85 @@ BEGIN
     SELECT coalesce(array_agg(p.id), '{}') INTO _promoted FROM promoted p;
     _team_full := coalesce(_team_free - cardinality(_promoted) <= 0, false);
 
-    -- What blocks the executions still queued, relabelled at a cost proportional to what can
-    -- have changed (docs/performance.md, Keys at scale) when every label the full relabel
-    -- below would write is 'key' or 'workflow': the team is not full nor paused, no queued
-    -- workflow is paused or has a rate, its queue holds no named limit, and none of it is
-    -- labelled otherwise (a debounce, a pause, ...; execution_queue_labelled). Each then is
-    -- 'key' exactly when its key holds all its slots, which takes a slot holder of its key:
-    -- only the queued executions labelled 'key' now, and those of the keys holding a slot, can
-    -- change; every other one is labelled 'workflow' and stays so. The same labels as the full
-    -- relabel, from the same reads.
+    -- What blocks the executions still queued, relabelled at a cost proportional to the keys
+    -- that hold a slot (docs/performance.md, Keys at scale), not to their queues, when every
+    -- label the full relabel below would write is 'key' or 'workflow': the team is not full nor
+    -- paused, no queued workflow is paused or has a rate, its queue holds no named limit, and
+    -- none of it is labelled otherwise (a debounce, a pause, ...; execution_queue_labelled).
+    -- Each then is 'key' exactly when its key holds all its slots, which takes a slot holder of
+    -- its key: only the keys with an execution labelled 'key' now (found by a loose index scan
+    -- of execution_key_blocked, one probe a key) and the keys holding a slot can change; every
+    -- other one is labelled 'workflow' and stays so. Such a key is judged once, by its room
+    -- under its workflow's key limit, and only its executions labelled otherwise are read and
+    -- written (execution_key_blocked, execution_workflow_blocked: one probe when none is); a
+    -- key with a queued execution that stored its own key limit has each of its queue judged
+    -- under its own. The same labels as the full relabel, from the same reads.
     _relabel_all := _relabel_all OR _team_full OR _team_paused OR _limit_ids <> '{}'
         OR EXISTS (SELECT 1 FROM executions_execution q
                     WHERE q.team_id = _team_id AND q.status = 'queued'
                       AND q.blocked_by IN ('team', 'limit', 'rate', 'debounce', 'paused'));
     IF NOT _relabel_all THEN
-        WITH candidates AS MATERIALIZED (
-            SELECT q.id, q.workflow_id, q.concurrency_key, q.key_limit, q.blocked_by
-              FROM executions_execution q
-             WHERE q.team_id = _team_id AND q.status = 'queued' AND q.blocked_by = 'key'
-            UNION
-            SELECT q.id, q.workflow_id, q.concurrency_key, q.key_limit, q.blocked_by
-              FROM mantle_holding_keys(_team_id) h
-              JOIN workflows_workflowdefinition w ON w.id = h.workflow_id
+        FOR _relabel_workflow_id, _relabel_per_key IN
+            SELECT w.id, v.max_parallel_per_key
+              FROM unnest(_workflow_ids) AS f(workflow_id)
+              JOIN workflows_workflowdefinition w ON w.id = f.workflow_id
               JOIN workflows_workflowversion v ON v.id = w.current_version_id
-             CROSS JOIN LATERAL (
-                    -- Its queue when its workflow counts a key limit; else those of it that
-                    -- stored their own (execution_key_limit_queued).
-                    SELECT q.* FROM executions_execution q
-                     WHERE v.max_parallel_per_key > 0
-                       AND q.workflow_id = h.workflow_id
-                       AND q.concurrency_key = h.concurrency_key AND q.status = 'queued'
-                    UNION ALL
-                    SELECT q.* FROM executions_execution q
-                     WHERE v.max_parallel_per_key = 0
-                       AND q.workflow_id = h.workflow_id
-                       AND q.concurrency_key = h.concurrency_key AND q.status = 'queued'
-                       AND q.key_limit IS NOT NULL) q
-             WHERE w.team_id = _team_id
-        ), limited AS (
-            SELECT c.id, c.blocked_by, c.workflow_id, c.concurrency_key,
-                   coalesce(c.key_limit, v.max_parallel_per_key) AS key_limit
-              FROM candidates c
-              JOIN workflows_workflowdefinition w ON w.id = c.workflow_id
-              JOIN workflows_workflowversion v ON v.id = w.current_version_id
-        ), full_keys AS MATERIALIZED (
-            SELECT k.workflow_id, k.concurrency_key, k.key_limit
-              FROM (SELECT DISTINCT l.workflow_id, l.concurrency_key, l.key_limit
-                      FROM limited l) k
-             CROSS JOIN LATERAL mantle_key_room(k.workflow_id, k.concurrency_key,
-                                                k.key_limit) r
-             WHERE r.free = 0
-        )
-        UPDATE executions_execution e
-           SET blocked_by = CASE WHEN f.workflow_id IS NULL THEN 'workflow' ELSE 'key' END
-          FROM limited l
-          LEFT JOIN full_keys f
-            ON f.workflow_id = l.workflow_id AND f.concurrency_key = l.concurrency_key
-           AND f.key_limit = l.key_limit
-         WHERE e.id = l.id
-           AND l.blocked_by IS DISTINCT FROM
-               CASE WHEN f.workflow_id IS NULL THEN 'workflow' ELSE 'key' END;
+             ORDER BY w.id
+        LOOP
+            WITH RECURSIVE labelled(key) AS (
+                (SELECT q.concurrency_key FROM executions_execution q
+                  WHERE q.workflow_id = _relabel_workflow_id AND q.status = 'queued'
+                    AND q.blocked_by = 'key'
+                  ORDER BY q.concurrency_key LIMIT 1)
+                UNION ALL
+                SELECT (SELECT q.concurrency_key FROM executions_execution q
+                         WHERE q.workflow_id = _relabel_workflow_id AND q.status = 'queued'
+                           AND q.blocked_by = 'key' AND q.concurrency_key > l.key
+                         ORDER BY q.concurrency_key LIMIT 1)
+                  FROM labelled l WHERE l.key IS NOT NULL
+            ), keys AS MATERIALIZED (
+                SELECT l.key FROM labelled l WHERE l.key IS NOT NULL
+                UNION
+                SELECT h.concurrency_key FROM mantle_holding_keys(_team_id) h
+                 WHERE h.workflow_id = _relabel_workflow_id
+            ), judged AS (
+                SELECT k.key, s.stored, coalesce(r.free = 0, false) AS full
+                  FROM keys k
+                 CROSS JOIN LATERAL (
+                        SELECT EXISTS (SELECT 1 FROM executions_execution q
+                                        WHERE q.workflow_id = _relabel_workflow_id
+                                          AND q.concurrency_key = k.key AND q.status = 'queued'
+                                          AND q.key_limit IS NOT NULL) AS stored) s
+                 CROSS JOIN LATERAL mantle_key_room(_relabel_workflow_id, k.key,
+                                                    _relabel_per_key) r
+            )
+            SELECT coalesce(array_agg(j.key) FILTER (WHERE j.full AND NOT j.stored), '{}'),
+                   coalesce(array_agg(j.key) FILTER (WHERE NOT j.full AND NOT j.stored), '{}'),
+                   coalesce(array_agg(j.key) FILTER (WHERE j.stored), '{}')
+              INTO _full_keys, _open_keys, _stored_keys
+              FROM judged j;
+            -- (By key in an array, not joined: one probe of the index a key, whatever the
+            -- planner guesses of how many executions a key has.)
+            UPDATE executions_execution e SET blocked_by = 'key'
+             WHERE e.workflow_id = _relabel_workflow_id
+               AND e.concurrency_key = ANY(_full_keys) AND e.status = 'queued'
+               AND e.blocked_by = 'workflow';
+            UPDATE executions_execution e SET blocked_by = 'workflow'
+             WHERE e.workflow_id = _relabel_workflow_id
+               AND e.concurrency_key = ANY(_open_keys) AND e.status = 'queued'
+               AND e.blocked_by = 'key';
+            CONTINUE WHEN _stored_keys = '{}';
+            UPDATE executions_execution e SET blocked_by = s.label
+              FROM (SELECT q.id, q.blocked_by,
+                           CASE WHEN r.free = 0 THEN 'key' ELSE 'workflow' END AS label
+                      FROM executions_execution q
+                     CROSS JOIN LATERAL mantle_key_room(_relabel_workflow_id, q.concurrency_key,
+                                                        coalesce(q.key_limit,
+                                                                 _relabel_per_key)) r
+                     WHERE q.workflow_id = _relabel_workflow_id
+                       AND q.concurrency_key = ANY(_stored_keys) AND q.status = 'queued') s
+             WHERE e.id = s.id AND s.blocked_by IS DISTINCT FROM s.label;
+        END LOOP;
     ELSE
         -- Else, what blocks each execution still queued: its debounce while it lasts
         -- (not_before cleared once it has passed: by now(), the transaction's time, as

@@ -1,0 +1,55 @@
+"""Promotion's relabel by keys (docs/performance.md, Keys at scale): the queued executions
+labelled 'workflow' indexed by key too, and those labelled 'key' by key (no longer among the
+other labels), so that the relabel reads the keys that hold a slot or are labelled 'key', not
+their queues; installs executions/sql again, as its files are now (mantle_promote.sql; every
+statement there replaces what it creates).
+"""
+
+from django.db import migrations, models
+
+from executions import sql
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("executions", "0004_promotion_in_sql"),
+    ]
+
+    operations = [
+        migrations.RemoveIndex(
+            model_name="execution",
+            name="execution_queue_labelled",
+        ),
+        migrations.AddIndex(
+            model_name="execution",
+            index=models.Index(
+                condition=models.Q(
+                    ("status", "queued"),
+                    ("blocked_by__in", ["team", "limit", "rate", "debounce", "paused"]),
+                ),
+                fields=["team", "blocked_by", "blocked_by_limit"],
+                name="execution_queue_labelled",
+            ),
+        ),
+        migrations.RemoveIndex(
+            model_name="execution",
+            name="execution_workflow_blocked",
+        ),
+        migrations.AddIndex(
+            model_name="execution",
+            index=models.Index(
+                condition=models.Q(("blocked_by", "workflow"), ("status", "queued")),
+                fields=["workflow", "concurrency_key"],
+                name="execution_workflow_blocked",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="execution",
+            index=models.Index(
+                condition=models.Q(("blocked_by", "key"), ("status", "queued")),
+                fields=["workflow", "concurrency_key"],
+                name="execution_key_blocked",
+            ),
+        ),
+        migrations.RunSQL(sql=sql.INSTALL, reverse_sql=migrations.RunSQL.noop),
+    ]
