@@ -12,7 +12,7 @@ from executions import sql
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("executions", "0004_promotion_in_sql"),
+        ("executions", "0005_admit_stores_run_at_and_replay_of"),
     ]
 
     operations = [
