@@ -12,6 +12,17 @@ CREATE OR REPLACE FUNCTION mantle_queued_turn() RETURNS trigger
 LANGUAGE plpgsql VOLATILE
 AS $turn$
 BEGIN
+    -- Almost always the newcomer is the youngest of its key's queue: its turn already ranks at
+    -- or before it, and one probe of the turn's key says so (every writer of a turn holds the
+    -- workflow's lock, as this admission does: the turn read cannot change before its commit).
+    -- Without it, every queued admission paid the insert's conflict path and the read of the
+    -- key's latest promotion (about 0.18 ms of a 1.6 ms queued admission; figure 9).
+    PERFORM 1 FROM executions_keyturn t
+     WHERE t.workflow_id = NEW.workflow_id AND t.concurrency_key = NEW.concurrency_key
+       AND (-t.priority, t.created_at, t.execution_id) <= (-NEW.priority, NEW.created_at, NEW.id);
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO executions_keyturn AS t
            (workflow_id, concurrency_key, priority, last_promoted_at, created_at, execution_id)
     VALUES (NEW.workflow_id, NEW.concurrency_key, NEW.priority,
