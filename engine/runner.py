@@ -191,11 +191,13 @@ def settle_freeing(settlements: list[Settlement]) -> tuple[set[int], set[uuid.UU
     advance: it never ends its execution while other steps are live, whereas a failed one may,
     and that advance cancels the execution's waiting steps before a claim can take them. A
     process lost between the end and the advance leaves the execution to the reaper's pass for
-    stalled executions (engine/reaper.py)."""
+    stalled executions (engine/reaper.py). The end's commit does not wait for the disk: the
+    caller's hand-off claim, right after it, flushes it with its own (steps_settle in
+    executions/sql/engine.sql)."""
     rows = _settle_rows(settlements)
     if any(row.status != StepStatus.COMPLETED for row in rows):
         return _settle_and_advance(rows), set()
-    ended = claims.attempts_settle(rows)
+    ended = claims.attempts_settle(rows, flushed=False)
     return set(ended), set(ended.values())
 
 

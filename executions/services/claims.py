@@ -130,9 +130,11 @@ def steps_expired() -> list[Expired]:
         return rows_as(cursor, _expired)
 
 
-def attempts_settle(settles: list[Settle]) -> dict[int, uuid.UUID]:
-    """End the attempts still held by their owners: {step id: execution id}."""
+def attempts_settle(settles: list[Settle], *, flushed: bool = True) -> dict[int, uuid.UUID]:
+    """End the attempts still held by their owners: {step id: execution id}. Not `flushed`: the
+    commit does not wait for the disk (steps_settle says when that is allowed)."""
     columns: dict[str, Any] = {
+        "flushed": flushed,
         "ids": [s.id for s in settles],
         "attempts": [s.attempt for s in settles],
         "owners": [s.owner for s in settles],

@@ -163,6 +163,13 @@ UPDATE executions_stepexecution s
 -- again (the next attempt, claimable after %(delays)s seconds; waiting, for a step with
 -- step-scope limits), anything else takes its final status. Returns the attempts it ended with their executions; an attempt missing from the
 -- result was no longer its owner's.
+-- Not %(flushed)s: its transaction commits without waiting for its WAL to reach the disk
+-- (synchronous_commit off for this transaction alone). Only the end of completed attempts whose
+-- units the same connection hands on next (engine.runner.settle_freeing) asks that: the hand-off
+-- claim's commit, flushed, flushes this end with it (the WAL is one sequence), and so does any
+-- commit that saw the units free. An end lost with the database before that is conservative:
+-- its units stay counted, and the reaper retries the attempt once its lease has passed
+-- (docs/performance.md, Step-scope hand-off).
 UPDATE executions_stepexecution s
    SET status = CASE WHEN o.delay IS NOT NULL AND s.limit_ids <> '{}' THEN 'waiting'
                      WHEN o.delay IS NOT NULL THEN 'pending' ELSE o.status END,
@@ -173,7 +180,10 @@ UPDATE executions_stepexecution s
        output = o.output::jsonb, error = o.error, lease_owner = '', lease_expires_at = NULL
   FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(owners)s::text[], %(statuses)s::text[],
               %(outputs)s::text[], %(errors)s::text[], %(delays)s::float[])
-       AS o(id, attempt, owner, status, output, error, delay)
+       AS o(id, attempt, owner, status, output, error, delay),
+       set_config('synchronous_commit',
+                  CASE WHEN %(flushed)s THEN current_setting('synchronous_commit') ELSE 'off' END,
+                  true) AS commit_mode
  WHERE s.id = o.id AND s.attempt = o.attempt AND s.status = 'running' AND s.lease_owner = o.owner
 RETURNING s.id, s.execution_id
 
