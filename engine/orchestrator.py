@@ -200,7 +200,14 @@ def advance_many(execution_ids: Collection[uuid.UUID], *, started: bool = False)
     if not execution_ids:
         return
     with transaction.atomic(savepoint=False):
-        executions = claims.executions_lock(execution_ids)
+        advance_locked(claims.executions_lock(execution_ids), started=started)
+
+
+def advance_locked(executions: list[Execution], *, started: bool = False) -> None:
+    """`advance_many` for executions the caller's transaction locked (claims.executions_lock)."""
+    if not executions:
+        return
+    with transaction.atomic(savepoint=False):
         running = [execution for execution in executions if execution.status == Status.RUNNING]
         # Just started, an execution has no step rows but a replay's reused ones.
         with_rows = [e.id for e in running if not started or e.reused_steps]

@@ -180,7 +180,7 @@ def settle(settlements: list[Settlement]) -> set[int]:
     claimable after its backoff, holding no slot meanwhile), and advance their executions, all
     in one transaction. Returns the ids of the steps settled; the others were no longer their
     owner's."""
-    return _settle_and_advance(_settle_rows(settlements))
+    return _settle_and_advance(settlements, _settle_rows(settlements))
 
 
 def settle_freeing(settlements: list[Settlement]) -> tuple[set[int], set[uuid.UUID]]:
@@ -196,7 +196,7 @@ def settle_freeing(settlements: list[Settlement]) -> tuple[set[int], set[uuid.UU
     executions/sql/engine.sql)."""
     rows = _settle_rows(settlements)
     if any(row.status != StepStatus.COMPLETED for row in rows):
-        return _settle_and_advance(rows), set()
+        return _settle_and_advance(settlements, rows), set()
     ended = claims.attempts_settle(rows, flushed=False)
     return set(ended), set(ended.values())
 
@@ -217,10 +217,18 @@ def advance(execution_ids: set[uuid.UUID]) -> None:
                 logger.exception("advancing execution %s failed; the reaper retries", execution_id)
 
 
-def _settle_and_advance(rows: list[claims.Settle]) -> set[int]:
+def _settle_and_advance(settlements: list[Settlement], rows: list[claims.Settle]) -> set[int]:
     with transaction.atomic():
+        # The executions' rows are locked before their steps' are written: the order of a
+        # cancel, which ends the steps of the execution it holds (docs/architecture.md, The lock
+        # order). Steps first, a settle waiting for the row of an execution being cancelled could
+        # hold a step the cancel waits for: a deadlock.
+        executions = claims.executions_lock(
+            {settlement.claim.execution_id for settlement in settlements}
+        )
         settled = claims.attempts_settle(rows)
-        orchestrator.advance_many(set(settled.values()))
+        advanced = set(settled.values())
+        orchestrator.advance_locked([e for e in executions if e.id in advanced])
     return set(settled)
 
 
