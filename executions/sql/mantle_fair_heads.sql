@@ -35,6 +35,8 @@ CREATE OR REPLACE FUNCTION mantle_fair_heads(
 RETURNS TABLE(head uuid, head_priority smallint, head_created_at timestamptz,
               head_named_limits bigint[], head_rank bigint)
 LANGUAGE plpgsql VOLATILE
+-- Generic plans, made once per connection, as mantle_promote's.
+SET plan_cache_mode = force_generic_plan
 AS $fair$
 DECLARE
     _turn record;

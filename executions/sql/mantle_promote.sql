@@ -26,6 +26,10 @@ CREATE OR REPLACE FUNCTION mantle_promote(
 RETURNS TABLE(id uuid, workflow_id bigint, workflow_name text, team_slug text,
               waited interval)
 LANGUAGE plpgsql VOLATILE
+-- Generic plans, made once per connection, as mantle_admit's (docs/performance.md, Admission):
+-- with PL/pgSQL's default, every statement here was planned again on every call for its
+-- parameters' values, half of a promotion's time.
+SET plan_cache_mode = force_generic_plan
 AS $promote$
 #variable_conflict use_column
 DECLARE

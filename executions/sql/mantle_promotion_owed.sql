@@ -17,6 +17,8 @@
 CREATE OR REPLACE FUNCTION mantle_promotion_owed(_team_id bigint, _team_namespace int)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
+-- Generic plans, made once per connection, as mantle_promote's.
+SET plan_cache_mode = force_generic_plan
 AS $owed$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_locks l

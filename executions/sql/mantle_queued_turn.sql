@@ -10,6 +10,8 @@
 
 CREATE OR REPLACE FUNCTION mantle_queued_turn() RETURNS trigger
 LANGUAGE plpgsql VOLATILE
+-- Generic plans, made once per connection, as mantle_admit's (whose queued admissions fire it).
+SET plan_cache_mode = force_generic_plan
 AS $turn$
 BEGIN
     -- Almost always the newcomer is the youngest of its key's queue: its turn already ranks at
