@@ -130,6 +130,7 @@ DROP FUNCTION mantle_fair_heads;
 DROP FUNCTION mantle_claim_limited;
 DROP FUNCTION mantle_admit;
 DROP FUNCTION mantle_fair_queue;
+DROP FUNCTION mantle_queued_limit_sets;
 DROP FUNCTION mantle_oldest_key_holder;
 DROP FUNCTION mantle_holding_keys;
 DROP FUNCTION mantle_rate_room;

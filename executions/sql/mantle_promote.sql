@@ -76,10 +76,8 @@ BEGIN
     PERFORM pg_advisory_xact_lock(_team_namespace, _team_id::int)
        FROM (SELECT set_config('lock_timeout', _lock_timeout, true)) AS bounded;
     -- Its workflows with a queue (one probe of execution_key_queue each), each with how many
-    -- distinct sets of named limits its queued executions hold (one set unless its `limits`
-    -- changed while some were queued; the sets held are read from execution_queued_limits,
-    -- which indexes only the queued executions that hold one, so a queue that holds none
-    -- costs a probe).
+    -- distinct sets of named limits its queued executions hold (mantle_queued_limit_sets: one
+    -- probe a set; one set unless its `limits` changed while some were queued).
     SELECT array_agg(w.id ORDER BY w.id),
            array_agg(s.sets + (s.sets = 0
                                OR (SELECT true FROM executions_execution q
@@ -94,19 +92,15 @@ BEGIN
      CROSS JOIN LATERAL (SELECT 1 FROM executions_execution q
                           WHERE q.workflow_id = w.id AND q.status = 'queued'
                           ORDER BY q.concurrency_key LIMIT 1) AS queued
-     CROSS JOIN LATERAL (SELECT count(DISTINCT q.named_limits) AS sets
-                           FROM executions_execution q
-                          WHERE q.workflow_id = w.id AND q.status = 'queued'
-                            AND q.named_limits <> '{}') s
+     CROSS JOIN LATERAL (SELECT count(*) AS sets FROM mantle_queued_limit_sets(w.id)) s
      WHERE w.team_id = _team_id;
     IF _workflow_ids IS NULL THEN
         RETURN;
     END IF;
     SELECT coalesce(array_agg(l.id ORDER BY l.name), '{}') INTO _limit_ids
       FROM teams_namedlimit l
-     WHERE l.id IN (SELECT unnest(q.named_limits) FROM executions_execution q
-                     WHERE q.workflow_id = ANY(_workflow_ids) AND q.status = 'queued'
-                       AND q.named_limits <> '{}');
+     WHERE l.id IN (SELECT unnest(s.named_limits) FROM unnest(_workflow_ids) AS f(workflow_id)
+                     CROSS JOIN LATERAL mantle_queued_limit_sets(f.workflow_id) s);
     FOREACH _lock_id IN ARRAY _limit_ids LOOP
         PERFORM pg_advisory_xact_lock(_limit_namespace, _lock_id::int);
     END LOOP;
@@ -313,10 +307,20 @@ BEGIN
         -- their named limits that is full; else their key when it holds all its slots (the
         -- queued one's stored key_limit, else max_parallel_per_key of its workflow's current
         -- version); else their rate window when it is full; else their workflow.
-        -- The sets are MATERIALIZED: inlined, the planner (which guesses one queued row for a
-        -- team) re-ran them for every queued row, O(queue²): 420 ms with 1,000 queued, 17 ms
-        -- once each.
-        WITH full_limits AS MATERIALIZED (
+        -- The label depends on an execution only through its class: its workflow, key, named
+        -- limits, stored key limit and whether its debounce lasts. So the labels are decided
+        -- once a class (a few, however long the queue), and the queue is read twice: for its
+        -- classes, and by the update, which joins each execution to its class's label (hash
+        -- joins: the key limit compared through coalesce) and writes only what changed. Read a
+        -- row at a time, with a lookup of its named limits each, it cost 3 ms at 1,000 queued
+        -- (figure 9). The sets are MATERIALIZED: inlined, the planner (which guesses one queued
+        -- row for a team) re-ran them for every queued row.
+        WITH classes AS MATERIALIZED (
+            SELECT DISTINCT q.workflow_id, q.concurrency_key, q.named_limits, q.key_limit,
+                   coalesce(q.not_before > now(), false) AS debounced
+              FROM executions_execution q
+             WHERE q.team_id = _team_id AND q.status = 'queued'
+        ), full_limits AS MATERIALIZED (
             SELECT l.id, l.name
               FROM teams_namedlimit l CROSS JOIN LATERAL mantle_limit_room(l.id) r
              WHERE l.team_id = _team_id AND r.free = 0
@@ -324,8 +328,7 @@ BEGIN
             -- The (workflow, key) pairs of the queue whose rate window is full (the workflow's
             -- window when its rate is not per key).
             SELECT k.workflow_id, k.concurrency_key
-              FROM (SELECT DISTINCT q.workflow_id, q.concurrency_key FROM executions_execution q
-                     WHERE q.team_id = _team_id AND q.status = 'queued') k
+              FROM (SELECT DISTINCT c.workflow_id, c.concurrency_key FROM classes c) k
              CROSS JOIN LATERAL mantle_rate_room(k.workflow_id, k.concurrency_key,
                                                  _now) r
              WHERE r.room = 0
@@ -334,12 +337,11 @@ BEGIN
             -- execution of theirs is judged by (its stored key_limit, else max_parallel_per_key of
             -- its workflow's current version).
             SELECT k.workflow_id, k.concurrency_key, k.key_limit
-              FROM (SELECT DISTINCT q.workflow_id, q.concurrency_key,
-                           coalesce(q.key_limit, v.max_parallel_per_key) AS key_limit
-                      FROM executions_execution q
-                      JOIN workflows_workflowdefinition w ON w.id = q.workflow_id
-                      JOIN workflows_workflowversion v ON v.id = w.current_version_id
-                     WHERE q.team_id = _team_id AND q.status = 'queued') k
+              FROM (SELECT DISTINCT c.workflow_id, c.concurrency_key,
+                           coalesce(c.key_limit, v.max_parallel_per_key) AS key_limit
+                      FROM classes c
+                      JOIN workflows_workflowdefinition w ON w.id = c.workflow_id
+                      JOIN workflows_workflowversion v ON v.id = w.current_version_id) k
              CROSS JOIN LATERAL mantle_key_room(k.workflow_id, k.concurrency_key, k.key_limit) r
              WHERE r.free = 0
         ), paused AS MATERIALIZED (
@@ -351,42 +353,46 @@ BEGIN
               JOIN workflows_workflowversion v ON v.id = w.current_version_id
               JOIN teams_team t ON t.id = w.team_id
              WHERE t.id = _team_id
-        ), labels AS (
-            SELECT q.id,
-                   CASE WHEN q.not_before > now() THEN 'debounce'
+        ), labels AS MATERIALIZED (
+            SELECT c.workflow_id, c.concurrency_key, c.named_limits,
+                   coalesce(c.key_limit, -1) AS key_limit, c.debounced,
+                   CASE WHEN c.debounced THEN 'debounce'
                         WHEN p.paused OR pl.name IS NOT NULL THEN 'paused'
                         WHEN _team_full THEN 'team'
                         WHEN l.name IS NOT NULL THEN 'limit'
                         WHEN f.workflow_id IS NOT NULL THEN 'key'
                         WHEN r.workflow_id IS NOT NULL THEN 'rate'
                         ELSE 'workflow' END AS blocked_by,
-                   CASE WHEN q.not_before > now() OR p.paused THEN NULL
+                   CASE WHEN c.debounced OR p.paused THEN NULL
                         WHEN pl.name IS NOT NULL THEN pl.name
-                        WHEN NOT _team_full THEN l.name END AS blocked_by_limit,
-                   CASE WHEN q.not_before > now() THEN q.not_before END AS not_before
-              FROM executions_execution q
-              JOIN paused p ON p.workflow_id = q.workflow_id
+                        WHEN NOT _team_full THEN l.name END AS blocked_by_limit
+              FROM classes c
+              JOIN paused p ON p.workflow_id = c.workflow_id
               LEFT JOIN LATERAL (SELECT n.name FROM teams_namedlimit n
-                                  WHERE n.id = ANY(q.named_limits) AND n.id = ANY(p.limit_ids)
+                                  WHERE n.id = ANY(c.named_limits) AND n.id = ANY(p.limit_ids)
                                   ORDER BY n.name LIMIT 1) pl ON true
               LEFT JOIN full_keys f
-                ON f.workflow_id = q.workflow_id AND f.concurrency_key = q.concurrency_key
-               AND f.key_limit = coalesce(q.key_limit, p.per_key)
+                ON f.workflow_id = c.workflow_id AND f.concurrency_key = c.concurrency_key
+               AND f.key_limit = coalesce(c.key_limit, p.per_key)
               LEFT JOIN full_rates r
-                ON r.workflow_id = q.workflow_id AND r.concurrency_key = q.concurrency_key
+                ON r.workflow_id = c.workflow_id AND r.concurrency_key = c.concurrency_key
               LEFT JOIN LATERAL (SELECT fl.name FROM full_limits fl
-                                  WHERE fl.id = ANY(q.named_limits)
+                                  WHERE fl.id = ANY(c.named_limits)
                                   ORDER BY fl.name LIMIT 1) l ON true
-             WHERE q.team_id = _team_id AND q.status = 'queued'
         )
+        -- A debounce that has passed is cleared (not_before NULL), one that lasts kept.
         UPDATE executions_execution e
            SET blocked_by = labels.blocked_by, blocked_by_limit = labels.blocked_by_limit,
-               not_before = labels.not_before
+               not_before = CASE WHEN labels.debounced THEN e.not_before END
           FROM labels
-         WHERE e.id = labels.id
+         WHERE e.team_id = _team_id AND e.status = 'queued'
+           AND e.workflow_id = labels.workflow_id AND e.concurrency_key = labels.concurrency_key
+           AND e.named_limits = labels.named_limits
+           AND coalesce(e.key_limit, -1) = labels.key_limit
+           AND coalesce(e.not_before > now(), false) = labels.debounced
            AND (e.blocked_by IS DISTINCT FROM labels.blocked_by
                 OR e.blocked_by_limit IS DISTINCT FROM labels.blocked_by_limit
-                OR e.not_before IS DISTINCT FROM labels.not_before);
+                OR (NOT labels.debounced AND e.not_before IS NOT NULL));
     END IF;
 
     RETURN QUERY

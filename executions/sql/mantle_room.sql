@@ -129,3 +129,25 @@ SELECT e.id FROM executions_execution e
  ORDER BY e.created_at, e.id
  LIMIT 1
 $oldest_key_holder$
+;
+
+-- The distinct sets of named limits that a workflow's queued executions hold (one, unless its
+-- `limits` changed while some were queued): a loose index scan of execution_queued_limits, one
+-- probe a set, however long the queue.
+CREATE OR REPLACE FUNCTION mantle_queued_limit_sets(_workflow_id bigint)
+RETURNS TABLE(named_limits bigint[])
+LANGUAGE sql STABLE
+AS $queued_limit_sets$
+WITH RECURSIVE sets(named_limits) AS (
+    (SELECT q.named_limits FROM executions_execution q
+      WHERE q.workflow_id = _workflow_id AND q.status = 'queued' AND q.named_limits <> '{}'
+      ORDER BY q.named_limits LIMIT 1)
+  UNION ALL
+    SELECT (SELECT q.named_limits FROM executions_execution q
+             WHERE q.workflow_id = _workflow_id AND q.status = 'queued'
+               AND q.named_limits <> '{}' AND q.named_limits > s.named_limits
+             ORDER BY q.named_limits LIMIT 1)
+      FROM sets s WHERE s.named_limits IS NOT NULL
+)
+SELECT s.named_limits FROM sets s WHERE s.named_limits IS NOT NULL
+$queued_limit_sets$
