@@ -76,8 +76,7 @@ BEGIN
     PERFORM pg_advisory_xact_lock(_team_namespace, _team_id::int)
        FROM (SELECT set_config('lock_timeout', _lock_timeout, true)) AS bounded;
     -- Its workflows with a queue (one probe of execution_key_queue each), each with how many
-    -- distinct sets of named limits its queued executions hold (mantle_queued_limit_sets: one
-    -- probe a set; one set unless its `limits` changed while some were queued).
+    -- distinct sets of named limits its queue holds (mantle_queued_limit_sets).
     SELECT array_agg(w.id ORDER BY w.id),
            array_agg(s.sets + (s.sets = 0
                                OR (SELECT true FROM executions_execution q
@@ -307,14 +306,10 @@ BEGIN
         -- their named limits that is full; else their key when it holds all its slots (the
         -- queued one's stored key_limit, else max_parallel_per_key of its workflow's current
         -- version); else their rate window when it is full; else their workflow.
-        -- The label depends on an execution only through its class: its workflow, key, named
-        -- limits, stored key limit and whether its debounce lasts. So the labels are decided
-        -- once a class (a few, however long the queue), and the queue is read twice: for its
-        -- classes, and by the update, which joins each execution to its class's label (hash
-        -- joins: the key limit compared through coalesce) and writes only what changed. Read a
-        -- row at a time, with a lookup of its named limits each, it cost 3 ms at 1,000 queued
-        -- (figure 9). The sets are MATERIALIZED: inlined, the planner (which guesses one queued
-        -- row for a team) re-ran them for every queued row.
+        -- A label depends on an execution only through its class (workflow, key, named limits,
+        -- stored key limit, debounce lasting): decided once a class, then joined to each queued
+        -- execution (hash joins: key limits compared through coalesce); only changes written.
+        -- The sets are MATERIALIZED: inlined, the planner re-ran them for every queued row.
         WITH classes AS MATERIALIZED (
             SELECT DISTINCT q.workflow_id, q.concurrency_key, q.named_limits, q.key_limit,
                    coalesce(q.not_before > now(), false) AS debounced
@@ -380,7 +375,6 @@ BEGIN
                                   WHERE fl.id = ANY(c.named_limits)
                                   ORDER BY fl.name LIMIT 1) l ON true
         )
-        -- A debounce that has passed is cleared (not_before NULL), one that lasts kept.
         UPDATE executions_execution e
            SET blocked_by = labels.blocked_by, blocked_by_limit = labels.blocked_by_limit,
                not_before = CASE WHEN labels.debounced THEN e.not_before END
