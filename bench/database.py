@@ -62,13 +62,28 @@ def prepare(*, embedded: bool) -> tuple[str, str]:
     return url, label
 
 
+_ROUND_TABLES = (
+    "executions_stepexecution",
+    "executions_execution",
+    "executions_rejection",
+    "executions_keyturn",
+    "django_q_ormq",
+    "django_q_task",
+)
+
+
 def truncate_executions() -> None:
-    """Empty every table an admission or a dispatch writes to, so rounds start equal."""
+    """Empty every table an admission or a dispatch writes to, so rounds start equal: as in a
+    fresh database, without the statistics of what they held. A truncated table keeps them, and
+    plans made from them (a function's, once per connection) are wrong for the round: after
+    figure 8's million rows, figure 10's claims read every running execution per waiting step,
+    0.58 of its ideal against 0.83 on a fresh database (docs/performance.md, Step-scope
+    hand-off). Deleting them takes a superuser, which the benchmark's connection is."""
     from django.db import connection
 
     with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(_ROUND_TABLES)} CASCADE")
         cursor.execute(
-            "TRUNCATE executions_stepexecution, executions_execution, executions_rejection,"
-            " executions_keyturn,"
-            " django_q_ormq, django_q_task CASCADE"
+            "DELETE FROM pg_statistic WHERE starelid = ANY(%s::regclass[])",
+            [list(_ROUND_TABLES)],
         )
