@@ -1,8 +1,10 @@
 """Promotion's relabel by keys (docs/performance.md, Keys at scale): the queued executions
 labelled 'workflow' indexed by key too, and those labelled 'key' by key (no longer among the
 other labels), so that the relabel reads the keys that hold a slot or are labelled 'key', not
-their queues; installs executions/sql again, as its files are now (mantle_promote.sql; every
-statement there replaces what it creates).
+their queues; installs executions/sql again, as its files are now (every statement there
+replaces what it creates): with them the queued-turn trigger's probe, promotion's generic plans
+and relabel by class, and the limit-aware claim's probe by key, changed after it and before any
+release reached a database.
 """
 
 from django.db import migrations, models
