@@ -37,6 +37,9 @@ class StepExecution(models.Model):
         related_name="+",
         editable=False,
     )
+    # The execution's priority, copied with its team (it never changes either): the limit-aware
+    # claim reads each team's waiting steps in priority order from an index (step_waiting_order).
+    priority = models.IntegerField(default=0, editable=False)
     name = models.CharField(max_length=200)
     fanout_index = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=StepStatus.choices)
@@ -103,6 +106,14 @@ class StepExecution(models.Model):
             models.Index(
                 fields=["not_before"],
                 name="step_waiting",
+                condition=Q(status=StepStatus.WAITING),
+            ),
+            # Waiting steps per team in claim order: the limit-aware claim reads each team's
+            # first few by index probes, not the whole backlog (docs/performance.md, Step-scope
+            # hand-off).
+            models.Index(
+                fields=["team", "-priority", "id"],
+                name="step_waiting_order",
                 condition=Q(status=StepStatus.WAITING),
             ),
             # The claims of one step-scope rate in its trailing window.

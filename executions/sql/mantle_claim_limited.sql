@@ -48,6 +48,11 @@ DECLARE
     _window text;
     _limited bigint[];  -- the locked limits with a max (absent from _free: unlimited)
     _team_units jsonb;  -- team id -> units its running steps hold of the locked limits
+    _depth int;  -- the most steps this claim can take
+    _phase int;
+    _steps refcursor;
+    _read bigint[] := '{}';  -- the steps the first phase read
+    _done boolean := false;
 BEGIN
     IF _room <= 0 THEN
         RETURN;
@@ -100,69 +105,127 @@ BEGIN
              CROSS JOIN LATERAL unnest(s.limit_ids, s.limit_units) AS h(id, units)
              WHERE s.status = 'running' AND s.limit_ids && _locked AND h.id = ANY(_locked)
              GROUP BY r.team_id) held;
+    -- The waiting steps in claim order, in two phases that read them in that one order. A claim
+    -- takes at most _depth steps: _room, or when every locked limit has a max and no rate is
+    -- locked, the units free in all of them (each step takes at least one). So the first
+    -- phase reads each team's first _depth steps (by index probes, step_waiting_order); only
+    -- when steps it read did not fit and it ran out does the second read the rest, every
+    -- other waiting step, ranked as the whole backlog is. Each team with rows there had
+    -- _depth in the first, so their ranks there are all _depth lower and the order of the two
+    -- together is the backlog's (docs/performance.md, Step-scope hand-off). A step arriving
+    -- between the phases is ranked in the second.
     -- Each waiting step's execution is read by its key, one probe of the primary key per step:
     -- OFFSET 0 keeps the planner from flattening it into a join, and its status is checked
     -- outside, so that no partial index of running executions can serve it. Misled by
     -- statistics older than the backlog, the planner ran either as a loop over every running
     -- execution per waiting step (quadratic: seconds per claim with a thousand steps waiting,
     -- every hand-off that late; figure 10 at 0.58 of its ideal after figure 8's rows).
-    FOR _step IN
-        SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
-          FROM executions_stepexecution w
-         CROSS JOIN LATERAL (SELECT r.team_id, r.priority, r.status FROM executions_execution r
-                              WHERE r.id = w.execution_id OFFSET 0) e
-         WHERE w.status = 'waiting' AND e.status = 'running' AND w.limit_ids <@ _locked
-           AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
-           AND (w.not_before IS NULL OR w.not_before <= now())
-         ORDER BY row_number() OVER (PARTITION BY e.team_id ORDER BY e.priority DESC, w.id),
-                  coalesce((_team_units ->> e.team_id::text)::bigint, 0), e.priority DESC, w.id
-    LOOP
-        _short := ARRAY(SELECT u.id FROM unnest(_step.limit_ids, _step.limit_units) AS u(id, units)
-                         WHERE u.id = ANY(_closed) OR (_free ->> u.id::text)::int < u.units);
-        IF cardinality(_short) > 0 THEN
-            _closed := _closed || _short;
-            -- Every limit closed, none unlimited, no rate: no step behind can be claimed.
-            EXIT WHEN _limited <@ _closed AND cardinality(_limited) = cardinality(_locked)
-                      AND cardinality(_rates_locked) = 0;
-            CONTINUE;
+    _depth := CASE WHEN cardinality(_rates_locked) = 0
+                        AND cardinality(_limited) = cardinality(_locked)
+                   THEN least(_room, (SELECT sum(greatest(f.value::int, 0))
+                                      FROM jsonb_each_text(_free) f))
+                   ELSE _room END;
+    <<phases>>
+    FOR _phase IN 1 .. 2 LOOP
+        IF _phase = 1 THEN
+            OPEN _steps FOR
+            WITH RECURSIVE teams(team_id) AS (
+                (SELECT w.team_id FROM executions_stepexecution w WHERE w.status = 'waiting'
+                  ORDER BY w.team_id LIMIT 1)
+              UNION ALL
+                SELECT (SELECT w.team_id FROM executions_stepexecution w
+                         WHERE w.status = 'waiting' AND w.team_id > teams.team_id
+                         ORDER BY w.team_id LIMIT 1)
+                  FROM teams WHERE teams.team_id IS NOT NULL
+            )
+            SELECT c.id, c.limit_ids, c.limit_units, c.rate_id, c.rate_units, c.rate_key
+              FROM teams CROSS JOIN LATERAL (
+                   SELECT w.id, w.team_id, w.priority, w.limit_ids, w.limit_units, w.rate_id,
+                          w.rate_units, w.rate_key
+                     FROM executions_stepexecution w
+                    CROSS JOIN LATERAL (SELECT r.status FROM executions_execution r
+                                         WHERE r.id = w.execution_id OFFSET 0) e
+                    WHERE w.team_id = teams.team_id AND w.status = 'waiting'
+                      AND e.status = 'running' AND w.limit_ids <@ _locked
+                      AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
+                      AND (w.not_before IS NULL OR w.not_before <= now())
+                    ORDER BY w.priority DESC, w.id
+                    LIMIT _depth) c
+             ORDER BY row_number() OVER (PARTITION BY c.team_id ORDER BY c.priority DESC, c.id),
+                      coalesce((_team_units ->> c.team_id::text)::bigint, 0), c.priority DESC,
+                      c.id;
+        ELSE
+            OPEN _steps FOR
+            SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
+              FROM executions_stepexecution w
+             CROSS JOIN LATERAL (SELECT r.status FROM executions_execution r
+                                  WHERE r.id = w.execution_id OFFSET 0) e
+             WHERE w.status = 'waiting' AND e.status = 'running' AND w.limit_ids <@ _locked
+               AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
+               AND (w.not_before IS NULL OR w.not_before <= now())
+               AND w.id <> ALL(_read)
+             ORDER BY row_number() OVER (PARTITION BY w.team_id ORDER BY w.priority DESC, w.id),
+                      coalesce((_team_units ->> w.team_id::text)::bigint, 0), w.priority DESC,
+                      w.id;
         END IF;
-        IF _step.rate_id IS NOT NULL THEN
-            -- The units claimed in the rate's trailing window (this claim's own included: a
-            -- transaction sees its writes), of the step's key when the rate is per key.
-            _window := _step.rate_id || ':' || _step.rate_key;
-            IF _window = ANY(_closed_rates) THEN
+        LOOP
+            FETCH _steps INTO _step;
+            EXIT WHEN NOT FOUND;
+            IF _phase = 1 THEN
+                _read := _read || _step.id;
+            END IF;
+            _short := ARRAY(SELECT u.id
+                              FROM unnest(_step.limit_ids, _step.limit_units) AS u(id, units)
+                             WHERE u.id = ANY(_closed) OR (_free ->> u.id::text)::int < u.units);
+            IF cardinality(_short) > 0 THEN
+                _closed := _closed || _short;
+                -- Every limit closed, none unlimited, no rate: no step behind can be claimed.
+                _done := _limited <@ _closed AND cardinality(_limited) = cardinality(_locked)
+                         AND cardinality(_rates_locked) = 0;
+                EXIT WHEN _done;
                 CONTINUE;
             END IF;
-            SELECT r.max, r.period, r.per_key,
-                   (SELECT coalesce(sum(c.rate_units), 0) FROM executions_stepexecution c
-                     WHERE c.rate_id = r.id AND (NOT r.per_key OR c.rate_key = _step.rate_key)
-                       AND c.started_at > now() - r.period) AS used
-              INTO _rate
-              FROM teams_namedrate r WHERE r.id = _step.rate_id;
-            IF _rate.used + _step.rate_units > _rate.max THEN
-                _closed_rates := _closed_rates || _window;
-                CONTINUE;
-            END IF;
-        END IF;
-        RETURN QUERY
-        UPDATE executions_stepexecution s
-           SET status = 'running', lease_owner = _owner, started_at = now(),
-               lease_expires_at = now() + make_interval(secs => _lease)
-          FROM executions_execution e
-         WHERE s.id = _step.id AND s.status = 'waiting' AND e.id = s.execution_id
-        RETURNING s.id, s.attempt::int, s.name::text, s.fanout_index::int, s.execution_id,
-                  e.version_id, e.started_at;
-        IF FOUND THEN
-            FOR _i IN 1 .. cardinality(_step.limit_ids) LOOP
-                IF _free ? _step.limit_ids[_i]::text THEN
-                    _free := jsonb_set(_free, ARRAY[_step.limit_ids[_i]::text],
-                        to_jsonb((_free ->> _step.limit_ids[_i]::text)::int
-                                 - _step.limit_units[_i]));
+            IF _step.rate_id IS NOT NULL THEN
+                -- The units claimed in the rate's trailing window (this claim's own included: a
+                -- transaction sees its writes), of the step's key when the rate is per key.
+                _window := _step.rate_id || ':' || _step.rate_key;
+                IF _window = ANY(_closed_rates) THEN
+                    CONTINUE;
                 END IF;
-            END LOOP;
-            _room := _room - 1;
-            EXIT WHEN _room = 0;
-        END IF;
+                SELECT r.max, r.period, r.per_key,
+                       (SELECT coalesce(sum(c.rate_units), 0) FROM executions_stepexecution c
+                         WHERE c.rate_id = r.id AND (NOT r.per_key OR c.rate_key = _step.rate_key)
+                           AND c.started_at > now() - r.period) AS used
+                  INTO _rate
+                  FROM teams_namedrate r WHERE r.id = _step.rate_id;
+                IF _rate.used + _step.rate_units > _rate.max THEN
+                    _closed_rates := _closed_rates || _window;
+                    CONTINUE;
+                END IF;
+            END IF;
+            RETURN QUERY
+            UPDATE executions_stepexecution s
+               SET status = 'running', lease_owner = _owner, started_at = now(),
+                   lease_expires_at = now() + make_interval(secs => _lease)
+              FROM executions_execution e
+             WHERE s.id = _step.id AND s.status = 'waiting' AND e.id = s.execution_id
+            RETURNING s.id, s.attempt::int, s.name::text, s.fanout_index::int, s.execution_id,
+                      e.version_id, e.started_at;
+            IF FOUND THEN
+                FOR _i IN 1 .. cardinality(_step.limit_ids) LOOP
+                    IF _free ? _step.limit_ids[_i]::text THEN
+                        _free := jsonb_set(_free, ARRAY[_step.limit_ids[_i]::text],
+                            to_jsonb((_free ->> _step.limit_ids[_i]::text)::int
+                                     - _step.limit_units[_i]));
+                    END IF;
+                END LOOP;
+                _room := _room - 1;
+                _done := _room = 0;
+                EXIT WHEN _done;
+            END IF;
+        END LOOP;
+        CLOSE _steps;
+        EXIT phases WHEN _done;
     END LOOP;
 END
 $claim$;

@@ -37,11 +37,13 @@ CREATE OR REPLACE TRIGGER named_limit_raised_notify
     AFTER UPDATE OF max ON teams_namedlimit
     FOR EACH ROW WHEN (NEW.max = 0 OR NEW.max > OLD.max) EXECUTE FUNCTION mantle_notify_work();
 
--- Each step row carries its execution's team, copied on insert whatever the row's path, so that
--- pending steps are indexed per team in claim order (docs/performance.md, Claims).
+-- Each step row carries its execution's team and priority, copied on insert whatever the row's
+-- path (neither ever changes), so that pending and waiting steps are indexed per team in claim
+-- order (docs/performance.md, Claims and Step-scope hand-off).
 CREATE OR REPLACE FUNCTION mantle_step_team() RETURNS trigger LANGUAGE plpgsql AS $team$
 BEGIN
-    NEW.team_id := (SELECT team_id FROM executions_execution WHERE id = NEW.execution_id);
+    SELECT e.team_id, e.priority INTO NEW.team_id, NEW.priority
+      FROM executions_execution e WHERE e.id = NEW.execution_id;
     RETURN NEW;
 END
 $team$;

@@ -1,0 +1,41 @@
+"""Waiting steps in claim order (docs/performance.md, Step-scope hand-off): each step row carries
+its execution's priority, copied on insert by the step_team trigger as its team is, and waiting
+steps are indexed per team in claim order, so that the limit-aware claim reads each team's first
+few instead of ranking the whole backlog; installs executions/sql again (the trigger and
+mantle_claim_limited as their files are now). Steps already stored get their execution's
+priority (only those whose priority is not the default 0 are written).
+"""
+
+from django.db import migrations, models
+
+from executions import sql
+
+_COPY_PRIORITIES = """
+UPDATE executions_stepexecution s SET priority = e.priority
+  FROM executions_execution e
+ WHERE e.id = s.execution_id AND e.priority <> 0
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("executions", "0006_relabel_by_key"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="stepexecution",
+            name="priority",
+            field=models.IntegerField(default=0, editable=False),
+        ),
+        migrations.RunSQL(sql=_COPY_PRIORITIES, reverse_sql=migrations.RunSQL.noop),
+        migrations.AddIndex(
+            model_name="stepexecution",
+            index=models.Index(
+                condition=models.Q(("status", "waiting")),
+                fields=["team", "-priority", "id"],
+                name="step_waiting_order",
+            ),
+        ),
+        migrations.RunSQL(sql=sql.INSTALL, reverse_sql=migrations.RunSQL.noop),
+    ]
