@@ -3,10 +3,13 @@ its execution's priority, copied on insert by the step_team trigger as its team 
 steps are indexed per team in claim order, so that the limit-aware claim reads each team's first
 few instead of ranking the whole backlog; installs executions/sql again (the trigger and
 mantle_claim_limited as their files are now). Steps already stored get their execution's
-priority (only those whose priority is not the default 0 are written).
+priority (only those whose priority is not the default 0 are written). The claim finds the
+limits it locks by a loose scan of a second new index, the waiting steps' distinct sets of
+limits and rates.
 """
 
 from django.db import migrations, models
+from django.db.models.functions import Coalesce
 
 from executions import sql
 
@@ -29,6 +32,15 @@ class Migration(migrations.Migration):
             field=models.IntegerField(default=0, editable=False),
         ),
         migrations.RunSQL(sql=_COPY_PRIORITIES, reverse_sql=migrations.RunSQL.noop),
+        migrations.AddIndex(
+            model_name="stepexecution",
+            index=models.Index(
+                "limit_ids",
+                Coalesce("rate", 0, output_field=models.BigIntegerField()),
+                condition=models.Q(("status", "waiting")),
+                name="step_waiting_limits",
+            ),
+        ),
         migrations.AddIndex(
             model_name="stepexecution",
             index=models.Index(

@@ -108,6 +108,14 @@ class StepExecution(models.Model):
                 name="step_waiting",
                 condition=Q(status=StepStatus.WAITING),
             ),
+            # The distinct sets of limits and rates the waiting steps name: the limit-aware claim
+            # finds the locks it takes by a loose scan of this index (mantle_claim_limited).
+            models.Index(
+                "limit_ids",
+                Coalesce("rate", 0, output_field=models.BigIntegerField()),
+                name="step_waiting_limits",
+                condition=Q(status=StepStatus.WAITING),
+            ),
             # Waiting steps per team in claim order: the limit-aware claim reads each team's
             # first few by index probes, not the whole backlog (docs/performance.md, Step-scope
             # hand-off).

@@ -3,7 +3,7 @@
 -- (steps_claim) never sees them; this function alone makes them running (docs/limits.md, Step
 -- scope). Installed from this file (docs/architecture.md, The data room).
 --
--- Locks: the named limits of every due waiting step, in name order (then id: a team's limit and
+-- Locks: the named limits of every waiting step, in name order (then id: a team's limit and
 -- a global one may share a name), then the named rates they name, in name order, and nothing
 -- before or after them in this transaction. A rate counts the units of the claims (started_at)
 -- in its trailing period, of one key value when it is per key. One
@@ -48,20 +48,38 @@ DECLARE
     _window text;
     _limited bigint[];  -- the locked limits with a max (absent from _free: unlimited)
     _team_units jsonb;  -- team id -> units its running steps hold of the locked limits
+    _waiting_limits bigint[];
+    _waiting_rates bigint[];
     _depth int;  -- the most steps this claim can take
     _phase int;
     _steps refcursor;
     _read bigint[] := '{}';  -- the steps the first phase read
     _done boolean := false;
+    _bounded boolean;
 BEGIN
     IF _room <= 0 THEN
         RETURN;
     END IF;
+    -- The limits and rates named by the waiting steps: a loose index scan of
+    -- step_waiting_limits, one probe per distinct set, however many steps wait (those not yet
+    -- due included: locking more of them, in the same order, changes no count).
+    WITH RECURSIVE sets(limit_ids, rate_id) AS (
+        (SELECT w.limit_ids, coalesce(w.rate_id, 0) FROM executions_stepexecution w
+          WHERE w.status = 'waiting'
+          ORDER BY w.limit_ids, coalesce(w.rate_id, 0) LIMIT 1)
+      UNION ALL
+        SELECT n.limit_ids, n.rate_id FROM sets s CROSS JOIN LATERAL (
+               SELECT w.limit_ids, coalesce(w.rate_id, 0) AS rate_id
+                 FROM executions_stepexecution w
+                WHERE w.status = 'waiting'
+                  AND (w.limit_ids, coalesce(w.rate_id, 0)) > (s.limit_ids, s.rate_id)
+                ORDER BY w.limit_ids, coalesce(w.rate_id, 0) LIMIT 1) n
+    )
+    SELECT ARRAY(SELECT DISTINCT unnest(s.limit_ids) FROM sets s),
+           ARRAY(SELECT DISTINCT s.rate_id FROM sets s WHERE s.rate_id <> 0)
+      INTO _waiting_limits, _waiting_rates;
     FOR _limit_id IN
-        SELECT l.id FROM teams_namedlimit l
-         WHERE l.id IN (SELECT unnest(w.limit_ids) FROM executions_stepexecution w
-                         WHERE w.status = 'waiting'
-                           AND (w.not_before IS NULL OR w.not_before <= now()))
+        SELECT l.id FROM teams_namedlimit l WHERE l.id = ANY(_waiting_limits)
          ORDER BY l.name, l.id
     LOOP
         PERFORM pg_advisory_xact_lock(_limit_namespace, _limit_id::int);
@@ -69,10 +87,7 @@ BEGIN
     END LOOP;
     -- Then the rates they name, in name order: a step claim holds its limits', then its rates'.
     FOR _rate_id IN
-        SELECT r.id FROM teams_namedrate r
-         WHERE r.id IN (SELECT w.rate_id FROM executions_stepexecution w
-                         WHERE w.status = 'waiting' AND w.rate_id IS NOT NULL
-                           AND (w.not_before IS NULL OR w.not_before <= now()))
+        SELECT r.id FROM teams_namedrate r WHERE r.id = ANY(_waiting_rates)
          ORDER BY r.name, r.id
     LOOP
         PERFORM pg_advisory_xact_lock(_rate_namespace, _rate_id::int);
@@ -90,11 +105,13 @@ BEGIN
            WHERE s.status = 'running' AND s.limit_ids @> ARRAY[l.id]) held ON true
      WHERE l.id = ANY(_locked) AND l.max > 0;
     _limited := ARRAY(SELECT jsonb_object_keys(_free)::bigint);
+    -- Every locked limit has a max and no rate is locked: a step fits only where units are free.
+    _bounded := cardinality(_rates_locked) = 0 AND cardinality(_limited) = cardinality(_locked);
     -- No unit free in any of them (each has a max) and no rate: no step fits. Returning here
     -- skips the ordering of every waiting step below, which a claimer woken while the limits are
     -- full would otherwise pay under their locks, holding up the claim of a unit just freed.
-    IF cardinality(_rates_locked) = 0 AND cardinality(_limited) = cardinality(_locked)
-       AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(_free) f WHERE f.value::int > 0) THEN
+    IF _bounded AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(_free) f WHERE f.value::int > 0)
+    THEN
         RETURN;
     END IF;
     SELECT coalesce(jsonb_object_agg(held.team_id::text, held.units), '{}')
@@ -120,8 +137,7 @@ BEGIN
     -- statistics older than the backlog, the planner ran either as a loop over every running
     -- execution per waiting step (quadratic: seconds per claim with a thousand steps waiting,
     -- every hand-off that late; figure 10 at 0.58 of its ideal after figure 8's rows).
-    _depth := CASE WHEN cardinality(_rates_locked) = 0
-                        AND cardinality(_limited) = cardinality(_locked)
+    _depth := CASE WHEN _bounded
                    THEN least(_room, (SELECT sum(greatest(f.value::int, 0))
                                       FROM jsonb_each_text(_free) f))
                    ELSE _room END;
@@ -179,9 +195,8 @@ BEGIN
                              WHERE u.id = ANY(_closed) OR (_free ->> u.id::text)::int < u.units);
             IF cardinality(_short) > 0 THEN
                 _closed := _closed || _short;
-                -- Every limit closed, none unlimited, no rate: no step behind can be claimed.
-                _done := _limited <@ _closed AND cardinality(_limited) = cardinality(_locked)
-                         AND cardinality(_rates_locked) = 0;
+                -- Every limit closed: no step behind can be claimed.
+                _done := _bounded AND _limited <@ _closed;
                 EXIT WHEN _done;
                 CONTINUE;
             END IF;
@@ -220,7 +235,9 @@ BEGIN
                     END IF;
                 END LOOP;
                 _room := _room - 1;
-                _done := _room = 0;
+                -- No room left, or no unit left in any limit: no step behind can be claimed.
+                _done := _room = 0 OR _bounded AND NOT EXISTS (
+                    SELECT 1 FROM jsonb_each_text(_free) f WHERE f.value::int > 0);
                 EXIT WHEN _done;
             END IF;
         END LOOP;
