@@ -15,8 +15,9 @@ SELECT tr.room_limit, wr.room_limit, v.on_limit, k.key_limit, v.max_queued, v.ra
        EXISTS (SELECT 1 FROM executions_execution e
                 WHERE e.workflow_id = %(workflow_id)s
                   AND e.concurrency_key = %(concurrency_key)s AND e.status = 'queued'),
-       EXISTS (SELECT 1 FROM executions_execution e
-                WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'team')
+       (SELECT true FROM executions_execution e
+         WHERE e.team_id = %(team_id)s AND e.status = 'queued' AND e.blocked_by = 'team'
+         ORDER BY e.blocked_by_limit LIMIT 1) IS NOT NULL
   FROM workflows_workflowdefinition w
   JOIN workflows_workflowversion v ON v.id = w.current_version_id
  CROSS JOIN LATERAL (SELECT coalesce(%(evaluated_key_limit)s::int, v.max_parallel_per_key)

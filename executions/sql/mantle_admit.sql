@@ -151,9 +151,12 @@ BEGIN
                EXISTS (SELECT 1 FROM executions_execution e
                         WHERE e.workflow_id = _workflow_id
                           AND e.concurrency_key = _concurrency_key AND e.status = 'queued'),
-               EXISTS (SELECT 1 FROM executions_execution e
-                        WHERE e.team_id = _team_id AND e.status = 'queued'
-                          AND e.blocked_by = 'team')
+               -- A scalar subquery ordered as execution_queue_labelled is: an EXISTS drops
+               -- its ORDER BY, and its generic plan, made on a table without statistics (a
+               -- new database), read the whole queue by another index instead (figure 11).
+               (SELECT true FROM executions_execution e
+                 WHERE e.team_id = _team_id AND e.status = 'queued' AND e.blocked_by = 'team'
+                 ORDER BY e.blocked_by_limit LIMIT 1) IS NOT NULL
           INTO _team_limit, _workflow_limit, _on_limit, _key_limit, _max_queued, _rate_max,
                _debounce, _team_free, _workflow_free, _key_free, _workflow_has_blocked_queue,
                _key_has_queue, _team_has_blocked_queue
