@@ -1,11 +1,12 @@
 """Waiting steps in claim order (docs/performance.md, Step-scope hand-off): each step row carries
 its execution's priority, copied on insert by the step_team trigger as its team is, and waiting
 steps are indexed per team in claim order, so that the limit-aware claim reads each team's first
-few instead of ranking the whole backlog; installs executions/sql again (the trigger and
-mantle_claim_limited as their files are now). Steps already stored get their execution's
-priority (only those whose priority is not the default 0 are written). The claim finds the
-limits it locks by a loose scan of a second new index, the waiting steps' distinct sets of
-limits and rates.
+few instead of ranking the whole backlog. The claim finds the limits it locks by a loose scan
+of a second new index, the waiting steps' distinct sets of limits and rates. Steps already
+stored get their execution's priority (only those whose priority is not the default 0 are
+written). Installs executions/sql again, as its files are now: the trigger, mantle_claim_limited,
+and mantle_admit's check for a queue waiting on the team (a scalar subquery, read by its index
+whatever the statistics).
 """
 
 from django.db import migrations, models
