@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -89,6 +89,27 @@ class _Branches:
 
 
 @dataclass
+class _StepScopes:
+    """The step-scope limits and rates of the teams of one advance, by name (docs/limits.md,
+    Step scope): each team's read once, when a step of it first lists one, for every execution
+    of the advance (they were read once per execution: a round trip each, under the advance's
+    locks)."""
+
+    limit_ids: dict[int, dict[str, int]] = field(default_factory=dict)
+    rates: dict[int, dict[str, tuple[int, int, bool]]] = field(default_factory=dict)
+
+    def limits_of(self, team_id: int) -> dict[str, int]:
+        if team_id not in self.limit_ids:
+            self.limit_ids[team_id] = step_limit_ids(team_id=team_id)
+        return self.limit_ids[team_id]
+
+    def rates_of(self, team_id: int) -> dict[str, tuple[int, int, bool]]:
+        if team_id not in self.rates:
+            self.rates[team_id] = step_rates(team_id=team_id)
+        return self.rates[team_id]
+
+
+@dataclass
 class _Plan:
     execution: Execution
     spec: WorkflowSpec
@@ -99,8 +120,7 @@ class _Plan:
     branches: dict[str, _Branches]
     # Step rows to insert (by advance_many, in one statement with other executions').
     created: list[StepExecution]
-    # The ids of the step-scope limits its steps list, by name: read once, when first needed.
-    limit_ids: dict[str, int] | None = None
+    scopes: _StepScopes
 
     def parent(self, name: str) -> StepExecution | None:
         return next((r for r in self.rows if r.name == name), None)
@@ -111,20 +131,18 @@ class _Plan:
         global limit; failed when one of them no longer exists."""
         if not step.limits and step.rate is None:
             return {"status": StepStatus.PENDING}
-        if self.limit_ids is None:
-            names = {limit.name for s in self.spec.steps for limit in s.limits}
-            self.limit_ids = step_limit_ids(team_id=self.execution.team_id, names=names)
-        missing = [limit.name for limit in step.limits if limit.name not in self.limit_ids]
+        limit_ids = self.scopes.limits_of(self.execution.team_id)
+        missing = [limit.name for limit in step.limits if limit.name not in limit_ids]
         if missing:
             return _failed(f"unknown named limit {missing[0]!r} (deleted since applied)")
         fields = {
             "status": StepStatus.WAITING,
-            "limit_ids": [self.limit_ids[limit.name] for limit in step.limits],
+            "limit_ids": [limit_ids[limit.name] for limit in step.limits],
             "limit_units": [limit.units for limit in step.limits],
         }
         if step.rate is None:
             return fields
-        rate = step_rates(team_id=self.execution.team_id).get(step.rate.name)
+        rate = self.scopes.rates_of(self.execution.team_id).get(step.rate.name)
         if rate is None:
             return _failed(f"unknown named rate {step.rate.name!r} (deleted since applied)")
         rate_id, _, per_key = rate
@@ -213,11 +231,12 @@ def advance_locked(executions: list[Execution], *, started: bool = False) -> Non
         with_rows = [e.id for e in running if not started or e.reused_steps]
         rows = claims.step_rows(with_rows)
         created: list[StepExecution] = []
+        scopes = _StepScopes()
         finishes = []
         for execution in running:
             planned = len(created)
             try:
-                outcome = _advance(execution, rows.get(execution.id, []), created)
+                outcome = _advance(execution, rows.get(execution.id, []), created, scopes)
             except DatabaseError:
                 raise  # the transaction is lost: the caller's retry, not this execution's fault
             except Exception as exc:
@@ -235,10 +254,14 @@ def advance_locked(executions: list[Execution], *, started: bool = False) -> Non
 
 
 def _advance(
-    execution: Execution, rows: list[StepExecution], created: list[StepExecution]
+    execution: Execution,
+    rows: list[StepExecution],
+    created: list[StepExecution],
+    scopes: _StepScopes,
 ) -> tuple[str, str] | None:
     """Plan the execution's next steps (appended to `created`, for its caller to insert); its
-    terminal (status, error) when it ends."""
+    terminal (status, error) when it ends. `scopes`: its team's step-scope limits and rates, as
+    read for the whole advance."""
     spec = specs.spec_by_id(execution.version_id)
     deadline = workflow_deadline(execution, spec)
     if deadline is not None and timezone.now() >= deadline:
@@ -253,6 +276,7 @@ def _advance(
         # Branch rows exist only under their fan-out's own row, one of `rows`.
         _branch_counts(execution) if fans_out and rows else {},
         created,
+        scopes,
     )
     for step in spec.steps:
         _advance_step(plan, step)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from django.db.models import Q
 
 from teams.models import NamedLimit, NamedRate, Team
@@ -31,14 +29,11 @@ def step_limit_maxes(*, team: Team) -> dict[str, int]:
     return maxes
 
 
-def step_limit_ids(*, team_id: int, names: Iterable[str]) -> dict[str, int]:
-    """The ids of the named limits a step of the team lists, by name (an unknown name is
-    missing)."""
-    wanted = set(names)
+def step_limit_ids(*, team_id: int) -> dict[str, int]:
+    """The ids of the named limits the team's steps may list, by name."""
     ids: dict[str, int] = {}
     for limit_id, name, _ in _step_scope(team_id):
-        if name in wanted:
-            ids.setdefault(name, limit_id)
+        ids.setdefault(name, limit_id)
     return ids
 
 

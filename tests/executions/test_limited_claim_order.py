@@ -1,15 +1,18 @@
-"""The limit-aware claim's order (mantle_claim_limited; docs/limits.md, Step scope): the teams in
-turn, the team holding fewest units first, then execution priority, then FIFO; a step that does
-not fit closes its limits for the steps behind it, and steps behind it under other limits are
-still claimed, however deep in the backlog they are."""
+"""Waiting steps (docs/limits.md, Step scope): the limit-aware claim's order (mantle_claim_limited:
+the teams in turn, the team holding fewest units first, then execution priority, then FIFO; a
+step that does not fit closes its limits for the steps behind it, and steps behind it under other
+limits are still claimed, however deep in the backlog they are), and how an advance resolves
+the limits its new steps list."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from engine import dispatch, orchestrator
+from engine import dispatch, orchestrator, runner
 from executions.models import StepExecution, StepStatus
 from executions.services.admission import execution_admit
 from teams.models import Team
@@ -72,3 +75,50 @@ def test_the_teams_take_turns_fewest_units_first_then_priority_then_fifo(team: T
     assert _claimed(5) == [first.id]
     named_limit_set(team=None, name=limit, max=5)
     assert _claimed(5) == [last.id]
+
+
+TWO_STEPS = """
+name: two-steps
+steps:
+  - name: first
+    action: test/noop
+  - name: call
+    action: test/noop
+    depends_on: [first]
+    limits: [stripe-api]
+"""
+
+
+def _first_steps_settled(workflow: WorkflowDefinition, executions: int) -> CaptureQueriesContext:
+    """Admit and start `executions` of TWO_STEPS, then settle their first steps in one batch
+    (whose advance creates the limited steps): that settle's queries."""
+    for _ in range(executions):
+        execution_admit(team=workflow.team, workflow=workflow)
+    orchestrator.executions_start(executions, owner="starter", room=0)
+    claims = dispatch.steps_claim("test", executions)
+    assert len(claims) == executions
+    done = runner.Outcome(StepStatus.COMPLETED)
+    with CaptureQueriesContext(connection) as queries:
+        runner.settle([runner.Settlement(claim, "test", done) for claim in claims])
+    return queries
+
+
+def test_one_advance_reads_a_teams_step_limits_once(team: Team) -> None:
+    limit, _ = named_limit_set(team=team, name="stripe-api", max=2)
+    queries = _first_steps_settled(workflow_apply(team=team, content=TWO_STEPS).workflow, 5)
+    reads = [q for q in queries.captured_queries if "teams_namedlimit" in q["sql"]]
+    assert len(reads) == 1, [q["sql"] for q in reads]
+    waiting = StepExecution.objects.filter(name="call", status=StepStatus.WAITING)
+    assert sorted(waiting.values_list("limit_ids", flat=True)) == [[limit.id]] * 5
+
+
+def test_a_step_whose_limit_was_deleted_since_applied_fails(team: Team) -> None:
+    limit, _ = named_limit_set(team=team, name="stripe-api", max=2)
+    workflow = workflow_apply(team=team, content=TWO_STEPS).workflow
+    limit.delete()
+    _first_steps_settled(workflow, 1)
+    step = StepExecution.objects.get(name="call")
+    assert (step.status, step.error) == (
+        StepStatus.FAILED,
+        "unknown named limit 'stripe-api' (deleted since applied)",
+    )
