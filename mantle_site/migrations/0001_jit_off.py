@@ -14,10 +14,15 @@ from django.db import migrations
 JIT_OFF = """
 DO $$
 BEGIN
-  EXECUTE format('ALTER DATABASE %I SET jit = off', current_database());
-EXCEPTION WHEN insufficient_privilege THEN
-  RAISE WARNING 'cannot set jit = off on database %: run ALTER DATABASE % SET jit = off as its owner',
-    current_database(), current_database();
+  -- This session too: a database's setting reaches only the sessions started after it, and the
+  -- process that migrates may go on working on this connection (a test run, a benchmark).
+  PERFORM set_config('jit', 'off', false);
+  BEGIN
+    EXECUTE format('ALTER DATABASE %I SET jit = off', current_database());
+  EXCEPTION WHEN insufficient_privilege THEN
+    RAISE WARNING 'cannot set jit = off on database %: run ALTER DATABASE % SET jit = off as its owner',
+      current_database(), current_database();
+  END;
 END $$
 """
 
