@@ -143,47 +143,33 @@ BEGIN
                    ELSE _room END;
     <<phases>>
     FOR _phase IN 1 .. 2 LOOP
-        IF _phase = 1 THEN
-            OPEN _steps FOR
-            WITH RECURSIVE teams(team_id) AS (
-                (SELECT w.team_id FROM executions_stepexecution w WHERE w.status = 'waiting'
-                  ORDER BY w.team_id LIMIT 1)
-              UNION ALL
-                SELECT (SELECT w.team_id FROM executions_stepexecution w
-                         WHERE w.status = 'waiting' AND w.team_id > teams.team_id
-                         ORDER BY w.team_id LIMIT 1)
-                  FROM teams WHERE teams.team_id IS NOT NULL
-            )
-            SELECT c.id, c.limit_ids, c.limit_units, c.rate_id, c.rate_units, c.rate_key
-              FROM teams CROSS JOIN LATERAL (
-                   SELECT w.id, w.team_id, w.priority, w.limit_ids, w.limit_units, w.rate_id,
-                          w.rate_units, w.rate_key
-                     FROM executions_stepexecution w
-                    CROSS JOIN LATERAL (SELECT r.status FROM executions_execution r
-                                         WHERE r.id = w.execution_id OFFSET 0) e
-                    WHERE w.team_id = teams.team_id AND w.status = 'waiting'
-                      AND e.status = 'running' AND w.limit_ids <@ _locked
-                      AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
-                      AND (w.not_before IS NULL OR w.not_before <= now())
-                    ORDER BY w.priority DESC, w.id
-                    LIMIT _depth) c
-             ORDER BY row_number() OVER (PARTITION BY c.team_id ORDER BY c.priority DESC, c.id),
-                      coalesce((_team_units ->> c.team_id::text)::bigint, 0), c.priority DESC,
-                      c.id;
-        ELSE
-            OPEN _steps FOR
-            SELECT w.id, w.limit_ids, w.limit_units, w.rate_id, w.rate_units, w.rate_key
-              FROM executions_stepexecution w
-             CROSS JOIN LATERAL (SELECT r.status FROM executions_execution r
-                                  WHERE r.id = w.execution_id OFFSET 0) e
-             WHERE w.status = 'waiting' AND e.status = 'running' AND w.limit_ids <@ _locked
-               AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
-               AND (w.not_before IS NULL OR w.not_before <= now())
-               AND w.id <> ALL(_read)
-             ORDER BY row_number() OVER (PARTITION BY w.team_id ORDER BY w.priority DESC, w.id),
-                      coalesce((_team_units ->> w.team_id::text)::bigint, 0), w.priority DESC,
-                      w.id;
-        END IF;
+        OPEN _steps FOR  -- the second phase without a LIMIT
+        WITH RECURSIVE teams(team_id) AS (
+            (SELECT w.team_id FROM executions_stepexecution w WHERE w.status = 'waiting'
+              ORDER BY w.team_id LIMIT 1)
+          UNION ALL
+            SELECT (SELECT w.team_id FROM executions_stepexecution w
+                     WHERE w.status = 'waiting' AND w.team_id > teams.team_id
+                     ORDER BY w.team_id LIMIT 1)
+              FROM teams WHERE teams.team_id IS NOT NULL
+        )
+        SELECT c.id, c.limit_ids, c.limit_units, c.rate_id, c.rate_units, c.rate_key
+          FROM teams CROSS JOIN LATERAL (
+               SELECT w.id, w.team_id, w.priority, w.limit_ids, w.limit_units, w.rate_id,
+                      w.rate_units, w.rate_key
+                 FROM executions_stepexecution w
+                CROSS JOIN LATERAL (SELECT r.status FROM executions_execution r
+                                     WHERE r.id = w.execution_id OFFSET 0) e
+                WHERE w.team_id = teams.team_id AND w.status = 'waiting'
+                  AND e.status = 'running' AND w.limit_ids <@ _locked
+                  AND (w.rate_id IS NULL OR w.rate_id = ANY(_rates_locked))
+                  AND (w.not_before IS NULL OR w.not_before <= now())
+                  AND w.id <> ALL(_read)
+                ORDER BY w.priority DESC, w.id
+                LIMIT CASE WHEN _phase = 1 THEN _depth END) c
+         ORDER BY row_number() OVER (PARTITION BY c.team_id ORDER BY c.priority DESC, c.id),
+                  coalesce((_team_units ->> c.team_id::text)::bigint, 0), c.priority DESC,
+                  c.id;
         LOOP
             FETCH _steps INTO _step;
             EXIT WHEN NOT FOUND;
