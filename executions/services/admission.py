@@ -176,6 +176,13 @@ def admission_values(
     )
 
 
+def key_is_fixed(version: WorkflowVersion) -> bool:
+    """Whether every execution of the version has the key "" and no key limit of its own: no
+    concurrency_key, and max_parallel_per_key a plain count or none."""
+    spec = _spec(version)
+    return spec.concurrency_key is None and isinstance(spec.max_parallel_per_key, int)
+
+
 # The row as mantle_admit inserted it is loaded as a query would load it, without a query;
 # named_limits (resolved by mantle_admit) and the reaper's counts of lost workers deferred.
 _DEFERRED = frozenset({"named_limits", "lost_leases", "lost_lease_owner"})

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 
@@ -26,13 +27,14 @@ from executions.models import Rejection, Status
 from executions.services.admission import (
     ConcurrencyLimitExceeded,
     Decision,
+    Values,
     admission_values,
 )
 from executions.services.lifecycle import execution_finish
 from executions.sql import REJECTED, queries
 from executions.sql.rows import rows_as
 from teams.models import Team, effective_team_limit
-from workflows.models import WorkflowDefinition, WorkflowVersion
+from workflows.models import OnLimit, WorkflowDefinition, WorkflowVersion
 from workflows.schema import InvalidInputs
 
 
@@ -58,82 +60,100 @@ def admit_batch(team: Team, runs: list[Run]) -> list[str | Exception]:
     or queued), InvalidInputs (not admitted: its version refuses its inputs) or
     ConcurrencyLimitExceeded (rejected: nothing written, the rejection recorded)."""
     outcomes: list[str | Exception] = []
-    params: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "ids",
-            "workflow_ids",
-            "version_ids",
-            "inputs",
-            "triggers",
-            "idempotency_keys",
-            "concurrency_keys",
-            "priorities",
-            "key_limits",
-            "key_locks",
-            "run_ats",
-            "replay_ofs",
-        )
-    }
-    admitted: list[tuple[int, Run]] = []
+    admitted: list[tuple[int, Run, Values]] = []
     for run in runs:
         try:
             values = admission_values(run.version, run.inputs, run.trigger, run.priority)
         except InvalidInputs as invalid:
             outcomes.append(invalid)
             continue
-        for name, value in (
-            ("ids", run.id),
-            ("workflow_ids", run.workflow.id),
-            ("version_ids", run.version.id),
-            ("inputs", json.dumps(values.inputs)),
-            ("triggers", json.dumps(run.trigger)),
-            ("idempotency_keys", run.idempotency_key),
-            ("concurrency_keys", values.key),
-            ("priorities", values.priority),
-            ("key_limits", values.key_limit),
-            ("key_locks", locks.key_lock_id(run.workflow.id, values.key)),
-            ("run_ats", run.run_at),
-            ("replay_ofs", run.replay_of),
-        ):
-            params[name].append(value)
-        admitted.append((len(outcomes), run))
+        admitted.append((len(outcomes), run, values))
         outcomes.append(Status.QUEUED)  # decided below
-    if not admitted:
-        return outcomes
+    for chunk in cut_after_superseding(admitted, lambda item: item[1].workflow):
+        decisions = _admit(team, [(run, values) for _, run, values in chunk])
+        for (index, run, _), decision in zip(chunk, decisions, strict=True):
+            outcomes[index] = settle(team, run.workflow, run.id, decision)
+    return outcomes
+
+
+def _admit(team: Team, runs: list[tuple[Run, Values]]) -> list[Decision]:
+    columns: dict[str, list[Any]] = {
+        "ids": [run.id for run, _ in runs],
+        "workflow_ids": [run.workflow.id for run, _ in runs],
+        "version_ids": [run.version.id for run, _ in runs],
+        "inputs": [json.dumps(values.inputs) for _, values in runs],
+        "triggers": [json.dumps(run.trigger) for run, _ in runs],
+        "idempotency_keys": [run.idempotency_key for run, _ in runs],
+        "concurrency_keys": [values.key for _, values in runs],
+        "priorities": [values.priority for _, values in runs],
+        "key_limits": [values.key_limit for _, values in runs],
+        "key_locks": [locks.key_lock_id(run.workflow.id, values.key) for run, values in runs],
+        "run_ats": [run.run_at for run, _ in runs],
+        "replay_ofs": [run.replay_of for run, _ in runs],
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            queries["admit_batch"],
-            {
-                **params,
-                "team_id": team.id,
-                "default_team_limit": effective_team_limit(None),
-                "team_namespace": locks.Namespace.TEAM,
-                "limit_namespace": locks.Namespace.NAMED_LIMIT,
-                "workflow_namespace": locks.Namespace.WORKFLOW,
-                "key_namespace": locks.Namespace.KEY,
-                "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
-            },
-        )
+        cursor.execute(queries["admit_batch"], {**columns, **lock_parameters(team)})
         decisions = rows_as(cursor, Decision)
         if any(decision.outcome == Status.PENDING for decision in decisions):
             cursor.execute(queries["admit_batch_wake_workers"])
-    for (index, run), decision in zip(admitted, decisions, strict=True):
-        if decision.superseded is not None:
-            execution_finish(
-                decision.superseded, status=Status.CANCELLED, error=f"superseded by {run.id}"
-            )
-        if decision.outcome == REJECTED:
-            scope = decision.scope
-            assert scope is not None  # mantle_admit names the limit of every rejection
-            Rejection.objects.create(team=team, workflow=run.workflow, scope=scope)
-            metrics.count_rejection(team=team.slug, workflow=run.workflow.name, scope=scope)
-            outcomes[index] = ConcurrencyLimitExceeded(
-                scope=scope,
-                limit=decision.scope_limit,
-                name=decision.scope_name,
-                retry_after=decision.retry_after,
-            )
-        else:
-            outcomes[index] = decision.outcome
-    return outcomes
+    return decisions
+
+
+T = TypeVar("T")
+
+
+def cut_after_superseding(
+    items: list[T], workflow_of: Callable[[T], WorkflowDefinition]
+) -> Iterator[list[T]]:
+    """`items` in order, in pieces each admitted in one statement: a piece ends after each run
+    whose workflow may supersede another execution when it is admitted (on_limit
+    cancel_running or keep_latest, a debounce). The caller ends the superseded one before the
+    next admission is decided, as one admission at a time does: else the next would count it
+    still holding its slot or still queued."""
+    piece: list[T] = []
+    for item in items:
+        piece.append(item)
+        version = workflow_of(item).applied_version
+        if version.debounce or version.on_limit in (OnLimit.CANCEL_RUNNING, OnLimit.KEEP_LATEST):
+            yield piece
+            piece = []
+    if piece:
+        yield piece
+
+
+def lock_parameters(team: Team) -> dict[str, Any]:
+    """mantle_admit's parameters that are the same for every execution of a team's batch: the
+    team, the default team limit, the lock namespaces and the lock timeout."""
+    return {
+        "team_id": team.id,
+        "default_team_limit": effective_team_limit(None),
+        "team_namespace": locks.Namespace.TEAM,
+        "limit_namespace": locks.Namespace.NAMED_LIMIT,
+        "workflow_namespace": locks.Namespace.WORKFLOW,
+        "key_namespace": locks.Namespace.KEY,
+        "lock_timeout": f"{locks.LOCK_TIMEOUT_MS}ms",
+    }
+
+
+def settle(
+    team: Team, workflow: WorkflowDefinition, execution_id: uuid.UUID, decision: Decision
+) -> str | Exception:
+    """What a batch's admission leaves to its caller, in its transaction: the execution it
+    superseded ended, a rejection recorded and counted. Its status, or ConcurrencyLimitExceeded
+    when rejected."""
+    if decision.superseded is not None:
+        execution_finish(
+            decision.superseded, status=Status.CANCELLED, error=f"superseded by {execution_id}"
+        )
+    if decision.outcome != REJECTED:
+        return decision.outcome
+    scope = decision.scope
+    assert scope is not None  # mantle_admit names the limit of every rejection
+    Rejection.objects.create(team=team, workflow=workflow, scope=scope)
+    metrics.count_rejection(team=team.slug, workflow=workflow.name, scope=scope)
+    return ConcurrencyLimitExceeded(
+        scope=scope,
+        limit=decision.scope_limit,
+        name=decision.scope_name,
+        retry_after=decision.retry_after,
+    )

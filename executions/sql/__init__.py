@@ -53,6 +53,7 @@ _INSTALLED = (
     "mantle_fair_queue.sql",
     "mantle_promote.sql",
     "mantle_admit.sql",
+    "mantle_admit_due.sql",
     "mantle_claim_limited.sql",
     "mantle_fair_heads.sql",
     "mantle_queued_turn.sql",
@@ -73,6 +74,8 @@ LOCKS_IN_FUNCTION = {
 }
 
 ADMIT_FUNCTION = _without_leading_comments((_HERE / "mantle_admit.sql").read_text())
+# ... and the batch of due delayed runs that calls it.
+ADMIT_DUE_FUNCTIONS = _without_leading_comments((_HERE / "mantle_admit_due.sql").read_text())
 
 
 # The limit-aware claim, written whole in its file; its two lock statements as the file writes
@@ -113,6 +116,7 @@ INSTALL = "\n;\n".join(
         ROOM_FUNCTIONS,
         FAIR_QUEUE_FUNCTION,
         ADMIT_FUNCTION,
+        ADMIT_DUE_FUNCTIONS,
         CLAIM_LIMITED_FUNCTION,
         FAIR_HEADS_FUNCTION,
         QUEUED_TURN_FUNCTION,
@@ -128,6 +132,8 @@ DROP FUNCTION mantle_promotion_owed;
 DROP FUNCTION mantle_queued_turn;
 DROP FUNCTION mantle_fair_heads;
 DROP FUNCTION mantle_claim_limited;
+DROP FUNCTION mantle_admit_due;
+DROP FUNCTION mantle_queue_behind;
 DROP FUNCTION mantle_admit;
 DROP FUNCTION mantle_fair_queue;
 DROP FUNCTION mantle_queued_limit_sets;

@@ -143,3 +143,21 @@ def test_the_cli_counts_then_replays_by_filter(team, executions):
     assert exit_code("mantle_cancel", "--filter", "colour=red", "--team", "acme") == 2
     assert exit_code("mantle_cancel", "--filter", "status=pending") == 2
     assert exit_code("mantle_replay") == 2
+
+
+def test_a_bulk_replay_of_a_cancel_running_workflow_holds_its_limit(api, team):
+    """A replay that supersedes another ends it before the next replay of its batch is decided,
+    as admissions one at a time do: one holder in the end, the others cancelled by the next."""
+    content = workflow_yaml("newest", limit=1, on_limit="cancel_running")
+    newest = workflow_apply(team=team, content=content).workflow
+    for _ in range(6):
+        ExecutionFactory(workflow=newest, status="failed")
+    made = api.post("/api/v1/executions/replay", {"filter": {"workflow": "newest"}}, format="json")
+    assert made.status_code == 202
+    while BulkAction.objects.get().status == "running":
+        bulk._batch(made.json()["bulk_id"])
+    replays = Execution.objects.filter(replay_of__isnull=False)
+    assert replays.filter(status="pending").count() == 1
+    cancelled = replays.filter(status="cancelled")
+    assert cancelled.count() == 5
+    assert all(e.error.startswith("superseded by") for e in cancelled)
