@@ -45,7 +45,12 @@ class BlockedBy(models.TextChoices):
 
 class Execution(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="executions")
+    # Indexed by execution_team_recent (the team first): an index of its own was written on
+    # every insert and status change for nothing (docs/performance.md, Delayed runs in one
+    # statement).
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, related_name="executions", db_index=False
+    )
     workflow = models.ForeignKey(
         WorkflowDefinition, on_delete=models.CASCADE, related_name="executions"
     )
@@ -91,11 +96,13 @@ class Execution(models.Model):
     # once due; kept after.
     run_at = models.DateTimeField(null=True, blank=True)
     # A replay's original (docs/operations.md, Replaying after an incident). No constraint: the
-    # original may be pruned by retention before its replay; the id stays as a record.
+    # original may be pruned by retention before its replay; the id stays as a record. Indexed
+    # by execution_replays, on the rows that have one.
     replay_of = models.ForeignKey(
         "self",
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_index=False,
         null=True,
         blank=True,
         related_name="replays",
@@ -137,10 +144,16 @@ class Execution(models.Model):
                 name="execution_finished",
                 condition=Q(completed_at__isnull=False),
             ),
-            # Delayed runs by due time: the engine clock admits them.
+            # Delayed runs by due time: the engine clock wakes for the first, and admits a
+            # team's in batches in this order.
             models.Index(
                 fields=["run_at"],
                 name="execution_scheduled",
+                condition=Q(status=Status.SCHEDULED),
+            ),
+            models.Index(
+                fields=["team", "run_at", "created_at"],
+                name="execution_scheduled_order",
                 condition=Q(status=Status.SCHEDULED),
             ),
             # Debounced executions by due time: the engine clock promotes their teams.

@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 LONGEST_DELAY = timedelta(days=366)
 # Due runs of one team admitted per transaction: the team's other admissions wait for at most
 # one batch.
-BATCH = 1000
+BATCH = 2000
 # Seconds of batches per pass of the clock (every 0.25 s): its other jobs wait at most this.
 PASS_BUDGET = 2.0
 # Teams with due runs looked at per round of a pass.
@@ -239,13 +239,19 @@ def _admit_current(
     runs: list[_Keyed],
 ) -> None:
     for piece in cut_after_superseding(runs, lambda run: workflows[run.workflow_id]):
+        keyed = any(run.key or run.key_limit is not None for run in piece)
         cursor.execute(
             queries["scheduled_admit"],
             {
                 "ids": [run.id for run in piece],
-                "keys": [run.key for run in piece],
-                "key_limits": [run.key_limit for run in piece],
-                "key_locks": [locks.key_lock_id(run.workflow_id, run.key) for run in piece],
+                # None when every run is unkeyed: arrays are quoted element by element.
+                "keys": [run.key for run in piece] if keyed else None,
+                "key_limits": [run.key_limit for run in piece] if keyed else None,
+                "key_locks": (
+                    [locks.key_lock_id(run.workflow_id, run.key) for run in piece]
+                    if keyed
+                    else None
+                ),
                 **lock_parameters(team),
             },
         )

@@ -5,7 +5,7 @@
 -- The runs are the caller's: it locked their scheduled rows (FOR UPDATE SKIP LOCKED), in admission
 -- order, each of its workflow's current version, so the inputs and priority stored when it was
 -- scheduled are what admission would compute now; the caller gives each one's key, evaluated
--- key limit and key lock. Each scheduled row is deleted and its run admitted under its id
+-- key limit and key lock (the three arrays NULL: every run is unkeyed, the key ''). Each scheduled row is deleted and its run admitted under its id
 -- through mantle_admit, in order, except a FIFO tail: after a run is queued behind its team,
 -- one of its named limits, its workflow or a pause (its workflow queueing when full, with no
 -- max_queued), the runs that follow it in the batch with its workflow, key and key limit are
@@ -68,9 +68,11 @@ BEGIN
     END IF;
     FOR _i IN 1 .. coalesce(array_length(_runs, 1), 0) LOOP
         _run := _runs[_i];
+        _run.concurrency_key := coalesce(_keys[_i], '');
+        _run.key_limit := _key_limits[_i];
         IF _leader.id IS NOT NULL AND _run.workflow_id = _leader.workflow_id
-           AND _keys[_i] = _leader.concurrency_key
-           AND _key_limits[_i] IS NOT DISTINCT FROM _leader.key_limit THEN
+           AND _run.concurrency_key = _leader.concurrency_key
+           AND _run.key_limit IS NOT DISTINCT FROM _leader.key_limit THEN
             _tail := _tail || _run.id;
             CONTINUE;
         END IF;
@@ -83,8 +85,8 @@ BEGIN
         DELETE FROM executions_execution e WHERE e.id = _run.id;
         SELECT * INTO _decision
           FROM mantle_admit(_run.id, _team_id, _run.workflow_id, _run.version_id, _run.inputs,
-                            _run.trigger, false, _run.idempotency_key, _keys[_i],
-                            _run.priority, _key_limits[_i], _default_team_limit,
+                            _run.trigger, false, _run.idempotency_key, _run.concurrency_key,
+                            _run.priority, _run.key_limit, _default_team_limit,
                             _team_namespace, _limit_namespace, _workflow_namespace,
                             _key_namespace, _key_locks[_i], _lock_timeout, false, _run.run_at,
                             _run.replay_of_id);
