@@ -34,6 +34,11 @@ STANDBY = 1.0  # seconds between attempts to take the clock over
 # run on other connections) is found out within this.
 SPAN = 30.0
 CRON_INTERVAL = 1.0
+# Seconds without a tick, its lock or a tick having failed, that make an outage: the clock
+# could not reach the database. The reaper does not count the leases that ran out then against
+# their executions (engine/reaper.py); the latest OUTAGES are kept.
+OUTAGE_GAP = 10.0
+OUTAGES = 10
 # Seconds of bulk actions' batches per tick (executions/services/bulk.py): the other jobs, delayed
 # runs included, wait at most this (and one batch) for them.
 BULK_BUDGET = 0.5
@@ -54,9 +59,11 @@ def run_forever(stop: threading.Event) -> None:
                     # A lock whose connection is gone (a failover) may be another's by now.
                     wait = None if lock.lost() else _tick_safely(state)
                     if wait is None:
+                        state["failed"] = True
                         break  # take the lock again: its connection may be gone too
                     stop.wait(wait)
         except Exception:
+            state["failed"] = True
             logger.exception("engine clock could not take its lock")
         stop.wait(RESOLUTION if held else STANDBY)
     connection.close()
@@ -81,8 +88,18 @@ def tick(state: dict[str, Any]) -> float:
     without a busy loop."""
     engine = settings.MANTLE.engine
     now = time.time()
+    outages: list[reaper.Outage] = state.setdefault("outages", [])
+    # Failures since the last tick (not another clock's turn: it ticked meanwhile).
+    if state.pop("failed", False) and now - state.get("ticked", now) > OUTAGE_GAP:
+        outages.append(
+            reaper.Outage(
+                began=datetime.fromtimestamp(state["ticked"], UTC),
+                ended=datetime.fromtimestamp(now, UTC),
+            )
+        )
+        del outages[:-OUTAGES]
     if _due(state, "reaper", engine.reaper_interval, now):
-        reaper.reap()
+        reaper.reap(outages)
     if _due(state, "poller", engine.queue_poll_interval, now):
         promotion.queue_promote_all(trigger="poller")
     promotion.queue_promote_waiting_for_time()
@@ -95,6 +112,7 @@ def tick(state: dict[str, Any]) -> float:
         )
         state["cron_until"] = now
     next_due = scheduled.scheduled_next_due()
+    state["ticked"] = time.time()
     return RESOLUTION if next_due is None else min(RESOLUTION, max(MIN_WAIT, next_due))
 
 

@@ -1,8 +1,10 @@
 """Admission in batches (docs/operations.md, Delayed runs and Bulk actions): many executions of
-one team admitted in one statement of the caller's transaction (admit_batch.sql), each decided
-by mantle_admit exactly as execution_admit decides one, in the batch's order. The engine clock
-admits delayed runs and bulk replays this way: one round trip per batch instead of one
-transaction, savepoint and round trip per execution.
+one team admitted in the caller's transaction, one statement (admit_batch.sql) per piece of the
+batch, each execution decided by mantle_admit exactly as execution_admit decides one, in the
+batch's order; a piece ends after a run that may supersede another, which is ended before the
+next is decided. The engine clock admits bulk replays, and delayed runs of a version applied
+since they were scheduled, this way: one round trip per piece instead of one transaction,
+savepoint and round trip per execution.
 
 The first admission of a batch takes its team's lock, then each its workflow's, named limits'
 and key's; all are held until the caller's transaction ends. A batch is of one team, so like

@@ -38,15 +38,17 @@ class Claim:
 
 @dataclass(frozen=True)
 class Expired:
-    """A running attempt whose lease expired, and the owner that lost it."""
+    """A running attempt whose lease expired, the owner that lost it, and when its lease ran
+    out (the database's clock)."""
 
     claim: Claim
     owner: str
+    expired_at: datetime
 
 
-def _expired(lease_owner: str, **claim: Any) -> Expired:
-    """A steps_expired row: a claim's columns and the owner that lost it."""
-    return Expired(Claim(**claim), lease_owner)
+def _expired(lease_owner: str, lease_expires_at: datetime, **claim: Any) -> Expired:
+    """A steps_expired row: a claim's columns, the owner that lost it and when."""
+    return Expired(Claim(**claim), lease_owner, lease_expires_at)
 
 
 @dataclass(frozen=True)

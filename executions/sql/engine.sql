@@ -188,9 +188,10 @@ UPDATE executions_stepexecution s
 RETURNING s.id, s.execution_id
 
 -- name: steps_expired
--- Running attempts whose lease expired (their worker stopped heartbeating), with their owner.
+-- Running attempts whose lease expired (their worker stopped heartbeating), with their owner
+-- and when the lease ran out.
 SELECT s.id, s.attempt, s.name, s.fanout_index, s.execution_id, e.version_id, e.started_at,
-       s.lease_owner
+       s.lease_owner, s.lease_expires_at
   FROM executions_stepexecution s
   JOIN executions_execution e ON e.id = s.execution_id
  WHERE s.status = 'running' AND s.lease_expires_at < now()

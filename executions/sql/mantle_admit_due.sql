@@ -2,20 +2,23 @@
 -- (services/scheduled.py). Installed by the migrations from this file (docs/architecture.md, The
 -- data room).
 --
--- The runs are the caller's: it locked their scheduled rows (FOR UPDATE SKIP LOCKED), in admission
--- order, each of its workflow's current version, so the inputs and priority stored when it was
--- scheduled are what admission would compute now; the caller gives each one's key, evaluated
--- key limit and key lock (the three arrays NULL: every run is unkeyed, the key ''). Each scheduled row is deleted and its run admitted under its id
+-- The runs are the caller's: it locked their scheduled rows (FOR UPDATE SKIP LOCKED), in
+-- admission order, each of its workflow's current version, so the inputs and priority stored
+-- when it was scheduled are what admission would compute now; the caller gives each one's key,
+-- evaluated key limit and key lock (the three arrays NULL: every run is unkeyed, the key ''),
+-- and cuts its batch after a run that may supersede another (it ends that one before the next
+-- run is decided). Each run's scheduled row is deleted and the run admitted under its id
 -- through mantle_admit, in order, except a FIFO tail: after a run is queued behind its team,
 -- one of its named limits, its workflow or a pause (its workflow queueing when full, with no
 -- max_queued), the runs that follow it in the batch with its workflow, key and key limit are
--- inserted queued behind it, for the same reason, in one statement (docs/performance.md,
--- Delayed runs in one statement). That is mantle_admit's own decision for each: under the
--- locks its leader took and holds to the batch's commit, slot holders can only leave and no
--- queue shrinks (promotion and a pause take the same locks), the team's and the named limits'
--- checks come first and now see the leader's queue, and FIFO queues the rest behind it. A
--- limit changed meanwhile without those locks (a team's or a global limit's max) is decided as
--- if it had committed after the batch.
+-- queued behind it, for the same reason, in one statement (docs/performance.md, Delayed runs in
+-- one statement). That is mantle_admit's own decision for each: under the locks its leader
+-- took and holds to the batch's commit, slot holders can only leave and no queue shrinks
+-- (promotion and a pause take the same locks), the team's and the named limits' checks come
+-- first and now see the leader's queue, and FIFO queues the rest behind it. Not after a run
+-- queued behind its key: a holder of the key leaving meanwhile lets the next be labelled
+-- `workflow`. A limit changed meanwhile without those locks (a team's or a global limit's max)
+-- is decided as if it had committed after the batch.
 --
 -- Returns what the caller must still do something about: a run rejected (its scheduled row put
 -- back; the caller fails it) or one that superseded another (the caller ends that one).
