@@ -46,7 +46,7 @@ def without_locks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             unlocked, found = sql.LOCK_STATEMENT.subn("PERFORM 1;", original)
             assert found == count, (function, found)
             assert unlocked.count(write) == 1, (function, write)
-            unlocked = unlocked.replace(write, f"PERFORM pg_sleep(0.005);\n{write}")
+            unlocked = unlocked.replace(write, f"PERFORM pg_sleep(0.02);\n{write}")
             cursor.execute(unlocked)
             originals.append(original)
     try:
