@@ -63,9 +63,18 @@ class ClockWatch(threading.Thread):
 
 
 def process_of(pids: list[int], command: str) -> int:
-    found = [pid for pid in pids if command in Path(f"/proc/{pid}/cmdline").read_text()]
+    found = [pid for pid in pids if command in _command_line(pid)]
     assert len(found) == 1, found
     return found[0]
+
+
+def _command_line(pid: int) -> str:
+    """The process's command line, "" once it has exited (a short-lived child listed a moment
+    before)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def test_three_clusters_tick_once_and_retry_a_lost_step_once(
